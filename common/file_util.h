@@ -1,0 +1,32 @@
+// Whole-file reads and crash-safe writes (temp file, fsync, rename, fsync dir).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ringmaster {
+
+// Reads a whole file; errors name the path. Files over `max_bytes` are refused.
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     size_t max_bytes = size_t{1} << 32);
+
+// Writes `data` to `path` so that a crash leaves either the old file or the new one:
+// writes `path.tmp.<pid>`, fsyncs it, renames it over `path`, fsyncs the directory.
+absl::Status WriteFileAtomic(const std::string& path, std::string_view data);
+
+// fsync on a directory, so that renames inside it are durable.
+absl::Status FsyncDir(const std::string& dir);
+
+// fsync on a file that is already written and closed.
+absl::Status FsyncFile(const std::string& path);
+
+// mkdir -p.
+absl::Status MakeDirs(const std::string& dir);
+
+// An error Status carrying errno's text: "<what> <path>: <strerror>".
+absl::Status ErrnoError(std::string_view what, std::string_view path);
+
+}  // namespace ringmaster
