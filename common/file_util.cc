@@ -14,7 +14,7 @@ namespace ringmaster {
 
 absl::Status ErrnoError(std::string_view what, std::string_view path) {
   int err = errno;
-  std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  std::string msg = absl::StrCat(std::string(what), " ", std::string(path), ": ", std::strerror(err));
   if (err == ENOENT) return absl::NotFoundError(msg);
   if (err == ENOSPC) return absl::ResourceExhaustedError(msg);
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);

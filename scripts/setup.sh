@@ -16,7 +16,7 @@ if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  libopenblas-dev
+  libopenblas-dev libopenblas-openmp-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgloo-dev libyaml-cpp-dev nlohmann-json3-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev

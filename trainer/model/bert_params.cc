@@ -60,9 +60,14 @@ ParamLayout MakeBertParamLayout(const BertConfig& c) {
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = absl::StrCat("bert.encoder.layer.", l, ".");
     const int unit = l + 1;
-    b.Linear(p + "attention.self.query", H, H, unit);
-    b.Linear(p + "attention.self.key", H, H, unit);
-    b.Linear(p + "attention.self.value", H, H, unit);
+    // Q, K and V weights adjacent, then their biases: the flat buffer then holds one [3H, H]
+    // matrix and one [3H] bias, so the projection is a single GEMM.
+    for (const char* m : {"query", "key", "value"}) {
+      b.Add(p + "attention.self." + m + ".weight", {H, H}, true, ParamInit::kNormal, unit);
+    }
+    for (const char* m : {"query", "key", "value"}) {
+      b.Add(p + "attention.self." + m + ".bias", {H}, false, ParamInit::kZeros, unit);
+    }
     b.Linear(p + "attention.output.dense", H, H, unit);
     b.LayerNorm(p + "attention.output.LayerNorm", H, unit);
     b.Linear(p + "intermediate.dense", I, H, unit);

@@ -1,0 +1,229 @@
+// ringmaster-trainer: train | predict | tokenize | gen-data (see DESIGN.md, "The trainer
+// contract"). Errors are one line on stderr and a non-zero exit.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_util.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "trainer/data/sentiment_gen.h"
+#include "trainer/data/tsv.h"
+#include "trainer/job/default_job.h"
+#include "trainer/job/job_spec.h"
+#include "trainer/train/trainer.h"
+
+namespace rt = ringmaster::trainer;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage:\n"
+    "  ringmaster-trainer train [--config JOB.yaml] [--device cpu|cuda]\n"
+    "      without --config: the embedded demo job (generates its data under runs/demo)\n"
+    "  ringmaster-trainer predict --model DIR --input FILE.tsv [--output FILE] [--max-len N]\n"
+    "  ringmaster-trainer tokenize --vocab FILE [--max-len N] [--cased]\n"
+    "  ringmaster-trainer gen-data --out DIR [--train N] [--dev N] [--seed S]\n"
+    "  ringmaster-trainer print-default-job\n";
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+// --flag value pairs and bare --switches.
+struct Args {
+  std::map<std::string, std::string> values;
+  std::vector<std::string> switches;
+};
+
+absl::StatusOr<Args> ParseArgs(int argc, char** argv, int first,
+                               const std::vector<std::string>& with_value,
+                               const std::vector<std::string>& bare) {
+  Args a;
+  for (int i = first; i < argc; ++i) {
+    std::string f = argv[i];
+    std::string v;
+    const size_t eq = f.find('=');
+    bool has_inline = false;
+    if (eq != std::string::npos) {
+      v = f.substr(eq + 1);
+      f = f.substr(0, eq);
+      has_inline = true;
+    }
+    if (std::find(bare.begin(), bare.end(), f) != bare.end() && !has_inline) {
+      a.switches.push_back(f);
+      continue;
+    }
+    if (std::find(with_value.begin(), with_value.end(), f) == with_value.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", f, "'"));
+    }
+    if (!has_inline) {
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(f, " needs a value"));
+      v = argv[++i];
+    }
+    a.values[f] = v;
+  }
+  return a;
+}
+
+absl::StatusOr<int> IntFlag(const Args& a, const std::string& name, int def, int min) {
+  auto it = a.values.find(name);
+  if (it == a.values.end()) return def;
+  int v = 0;
+  if (!absl::SimpleAtoi(it->second, &v) || v < min) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": expected an integer >= ", min, ", got '", it->second, "'"));
+  }
+  return v;
+}
+
+absl::Status Train(const Args& a) {
+  rt::JobSpec job;
+  auto cfg = a.values.find("--config");
+  if (cfg != a.values.end()) {
+    RM_ASSIGN_OR_RETURN(job, rt::LoadJobSpec(cfg->second));
+  } else {
+    // The embedded demo: generate its data once, then train on it.
+    RM_ASSIGN_OR_RETURN(job, rt::ParseJobSpec(rt::DefaultDemoJobYaml(), "<embedded demo job>",
+                                              fs::current_path().string()));
+    const std::string data_dir = fs::path(job.data.train).parent_path().string();
+    if (!fs::exists(job.data.train) || !fs::exists(job.data.eval) ||
+        !fs::exists(job.model.vocab)) {
+      ringmaster::LogInfo(absl::StrCat("generating the demo dataset in ", data_dir));
+      RM_RETURN_IF_ERROR(rt::WriteSentimentDataset(data_dir, 42, 8000, 1000));
+    }
+  }
+  auto dev = a.values.find("--device");
+  if (dev != a.values.end()) {
+    if (dev->second != "cpu" && dev->second != "cuda" && dev->second != "auto") {
+      return absl::InvalidArgumentError("--device: expected cpu, cuda or auto");
+    }
+    job.train.device = dev->second;
+  }
+  if (job.train.device == "auto") job.train.device = "cpu";
+  RM_ASSIGN_OR_RETURN(auto trainer, rt::Trainer::Create(job));
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  RM_ASSIGN_OR_RETURN(rt::TrainResult r, trainer->Run(&g_stop));
+  if (r.interrupted) return absl::AbortedError("interrupted; run again to resume");
+  if (r.eval.examples > 0) {
+    std::printf("dev accuracy %.4f, dev loss %.4f (%lld rows)\n", r.eval.accuracy, r.eval.loss,
+                static_cast<long long>(r.eval.examples));
+  }
+  std::printf("model exported to %s\n", r.export_dir.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status Predict(const Args& a) {
+  if (!a.values.count("--model") || !a.values.count("--input")) {
+    return absl::InvalidArgumentError("predict needs --model DIR and --input FILE.tsv");
+  }
+  RM_ASSIGN_OR_RETURN(rt::LoadedModel m, rt::LoadModelDir(a.values.at("--model")));
+  RM_ASSIGN_OR_RETURN(int max_len, IntFlag(a, "--max-len", 128, 2));
+  max_len = std::min(max_len, m.config.max_position_embeddings);
+  RM_ASSIGN_OR_RETURN(std::vector<rt::Example> rows,
+                      rt::ReadTsvForPredict(a.values.at("--input")));
+  std::vector<rt::EncodedExample> data =
+      rt::EncodeAll(rows, [&](std::string_view s) { return m.tokenizer->Encode(s, max_len); });
+  for (auto& e : data) e.label = 0;  // predict ignores labels
+  rt::BertModel<float> model(m.config, m.layout);
+  std::vector<float> logits;
+  rt::Evaluate(model, m, data, 64, &logits);
+  const int C = m.config.num_labels;
+  std::string out;
+  for (size_t i = 0; i < data.size(); ++i) {
+    const float* row = logits.data() + i * C;
+    const int pred = C > 1 ? static_cast<int>(std::max_element(row, row + C) - row) : 0;
+    absl::StrAppend(&out, pred);
+    for (int c = 0; c < C; ++c) absl::StrAppend(&out, "\t", absl::StrFormat("%.7g", row[c]));
+    out += "\n";
+  }
+  auto o = a.values.find("--output");
+  if (o != a.values.end()) return ringmaster::WriteFileAtomic(o->second, out);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return absl::OkStatus();
+}
+
+absl::Status Tokenize(const Args& a) {
+  if (!a.values.count("--vocab")) return absl::InvalidArgumentError("tokenize needs --vocab");
+  RM_ASSIGN_OR_RETURN(int max_len, IntFlag(a, "--max-len", 512, 2));
+  const bool cased = std::find(a.switches.begin(), a.switches.end(), "--cased") != a.switches.end();
+  RM_ASSIGN_OR_RETURN(rt::WordPieceTokenizer tok,
+                      rt::WordPieceTokenizer::FromVocabFile(a.values.at("--vocab"), !cased));
+  std::string line, out;
+  while (std::getline(std::cin, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::vector<int32_t> ids = tok.Encode(line, max_len);
+    for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&out, i ? " " : "", ids[i]);
+    out += "\n";
+    if (out.size() > (1 << 16)) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      out.clear();
+    }
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return absl::OkStatus();
+}
+
+absl::Status GenData(const Args& a) {
+  if (!a.values.count("--out")) return absl::InvalidArgumentError("gen-data needs --out DIR");
+  RM_ASSIGN_OR_RETURN(int n_train, IntFlag(a, "--train", 8000, 1));
+  RM_ASSIGN_OR_RETURN(int n_dev, IntFlag(a, "--dev", 1000, 1));
+  RM_ASSIGN_OR_RETURN(int seed, IntFlag(a, "--seed", 42, 0));
+  return rt::WriteSentimentDataset(a.values.at("--out"), static_cast<uint64_t>(seed), n_train,
+                                   n_dev);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ringmaster::SetLogProgramName("ringmaster-trainer");
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  absl::StatusOr<Args> args;
+  absl::Status s;
+  if (cmd == "train") {
+    args = ParseArgs(argc, argv, 2, {"--config", "--device"}, {});
+    if (args.ok()) s = Train(*args);
+  } else if (cmd == "predict") {
+    args = ParseArgs(argc, argv, 2, {"--model", "--input", "--output", "--max-len", "--device"},
+                     {});
+    if (args.ok()) s = Predict(*args);
+  } else if (cmd == "tokenize") {
+    args = ParseArgs(argc, argv, 2, {"--vocab", "--max-len"}, {"--cased"});
+    if (args.ok()) s = Tokenize(*args);
+  } else if (cmd == "gen-data") {
+    args = ParseArgs(argc, argv, 2, {"--out", "--train", "--dev", "--seed"}, {});
+    if (args.ok()) s = GenData(*args);
+  } else if (cmd == "print-default-job") {
+    std::fputs(rt::DefaultDemoJobYaml().c_str(), stdout);
+    return 0;
+  } else if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  } else {
+    std::fprintf(stderr, "ringmaster-trainer: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    return 2;
+  }
+  if (!args.ok()) {
+    std::fprintf(stderr, "ringmaster-trainer %s: %s\n%s", cmd.c_str(),
+                 std::string(args.status().message()).c_str(), kUsage);
+    return 2;
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "ringmaster-trainer %s: error: %s\n", cmd.c_str(),
+                 std::string(s.message()).c_str());
+    return s.code() == absl::StatusCode::kAborted ? 143 : 1;
+  }
+  return 0;
+}

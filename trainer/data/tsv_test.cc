@@ -1,0 +1,174 @@
+#include "trainer/data/tsv.h"
+
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string WriteTmp(const std::string& name, const std::string& content) {
+  std::string dir = absl::StrCat(::testing::TempDir(), "/tsv_test_", ::getpid());
+  EXPECT_TRUE(MakeDirs(dir).ok());
+  std::string path = absl::StrCat(dir, "/", name);
+  EXPECT_TRUE(WriteFileAtomic(path, content).ok());
+  return path;
+}
+
+// Asserts that reading fails with a message carrying "<path>:<line>:" and `phrase`.
+void ExpectError(const absl::StatusOr<std::vector<Example>>& r, const std::string& path, int line,
+                 const std::string& phrase) {
+  ASSERT_FALSE(r.ok()) << "expected an error mentioning: " << phrase;
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(absl::StrCat(path, ":", line, ": ")));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(phrase));
+}
+
+TEST(ReadTsv, ReadsSst2Layout) {
+  std::string p = WriteTmp("ok.tsv", "sentence\tlabel\nit was great \t1\nawful .\t0\n");
+  auto r = ReadTsv(p, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].sentence, "it was great ");  // fields are kept verbatim
+  EXPECT_EQ((*r)[0].label, 1.0f);
+  EXPECT_EQ((*r)[1].sentence, "awful .");
+  EXPECT_EQ((*r)[1].label, 0.0f);
+}
+
+TEST(ReadTsv, FindsColumnsByNameAndIgnoresOthers) {
+  std::string p = WriteTmp(
+      "cols.tsv", "idx\tlabel\tsource\tsentence\n7\t2\tweb\tfine\n8\t0\tnews\t\"quoted\"\n");
+  auto r = ReadTsv(p, 3);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].sentence, "fine");
+  EXPECT_EQ((*r)[0].label, 2.0f);
+  EXPECT_EQ((*r)[1].sentence, "\"quoted\"");  // no quote processing, as in GLUE files
+}
+
+TEST(ReadTsv, HandlesCrlfBomAndMissingFinalNewline) {
+  std::string p = WriteTmp("crlf.tsv", "\xEF\xBB\xBFsentence\tlabel\r\nA caf\xC3\xA9\t1\r\nb\t0");
+  auto r = ReadTsv(p, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].sentence, "A caf\xC3\xA9");
+  EXPECT_EQ((*r)[1].sentence, "b");
+  EXPECT_EQ((*r)[1].label, 0.0f);
+}
+
+TEST(ReadTsv, TrailingBlankLinesAreFine) {
+  std::string p = WriteTmp("trail.tsv", "sentence\tlabel\nx\t1\n\n\r\n");
+  auto r = ReadTsv(p, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->size(), 1u);
+}
+
+TEST(ReadTsv, RegressionLabelsAreReals) {
+  std::string p = WriteTmp("reg.tsv", "sentence\tlabel\na\t3.25\nb\t-1e-1\n");
+  auto r = ReadTsv(p, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_FLOAT_EQ((*r)[0].label, 3.25f);
+  EXPECT_FLOAT_EQ((*r)[1].label, -0.1f);
+  std::string bad = WriteTmp("reg_bad.tsv", "sentence\tlabel\na\t1\nb\tnan\n");
+  ExpectError(ReadTsv(bad, 1), bad, 3, "not a finite number");
+}
+
+TEST(ReadTsvErrors, MissingColumns) {
+  std::string p = WriteTmp("nolabel.tsv", "sentence\tscore\na\t1\n");
+  ExpectError(ReadTsv(p, 2), p, 1, "missing column \"label\"");
+  std::string q = WriteTmp("nosent.tsv", "text\tlabel\na\t1\n");
+  ExpectError(ReadTsv(q, 2), q, 1, "missing column \"sentence\"");
+  std::string d = WriteTmp("dup.tsv", "sentence\tlabel\tlabel\na\t1\t1\n");
+  ExpectError(ReadTsv(d, 2), d, 1, "duplicate column");
+}
+
+TEST(ReadTsvErrors, NonIntegerLabel) {
+  std::string p = WriteTmp("nonint.tsv", "sentence\tlabel\na\t1\nb\t1.5\n");
+  ExpectError(ReadTsv(p, 2), p, 3, "not an integer");
+  std::string q = WriteTmp("word.tsv", "sentence\tlabel\na\tpositive\n");
+  ExpectError(ReadTsv(q, 2), q, 2, "not an integer");
+}
+
+TEST(ReadTsvErrors, LabelOutOfRange) {
+  std::string p = WriteTmp("range.tsv", "sentence\tlabel\na\t1\nb\t0\nc\t2\n");
+  ExpectError(ReadTsv(p, 2), p, 4, "out of range [0, 2)");
+  std::string q = WriteTmp("neg.tsv", "sentence\tlabel\na\t-1\n");
+  ExpectError(ReadTsv(q, 3), q, 2, "out of range");
+}
+
+TEST(ReadTsvErrors, InvalidUtf8) {
+  // A lone continuation byte, a truncated sequence, an overlong '/' and a UTF-16 surrogate.
+  for (const std::string& bad : {std::string("\x80"), std::string("ab\xC3"),
+                                 std::string("\xC0\xAF"), std::string("\xED\xA0\x80")}) {
+    std::string p = WriteTmp("utf8.tsv", absl::StrCat("sentence\tlabel\nok\t0\n", bad, "\t1\n"));
+    ExpectError(ReadTsv(p, 2), p, 3, "invalid UTF-8");
+  }
+}
+
+TEST(ReadTsvErrors, WrongColumnCount) {
+  std::string p = WriteTmp("cols_bad.tsv", "sentence\tlabel\na\t1\nb\t0\textra\n");
+  ExpectError(ReadTsv(p, 2), p, 3, "wrong column count");
+  std::string q = WriteTmp("cols_few.tsv", "sentence\tlabel\nno tab here\n");
+  ExpectError(ReadTsv(q, 2), q, 2, "wrong column count");
+}
+
+TEST(ReadTsvErrors, EmptyFileAndNoExamples) {
+  std::string p = WriteTmp("empty.tsv", "");
+  ExpectError(ReadTsv(p, 2), p, 1, "empty file");
+  std::string b = WriteTmp("blank.tsv", "\n\n");
+  ExpectError(ReadTsv(b, 2), b, 1, "empty file");
+  std::string h = WriteTmp("header_only.tsv", "sentence\tlabel\n");
+  ExpectError(ReadTsv(h, 2), h, 2, "no examples");
+}
+
+TEST(ReadTsvErrors, BlankLineInTheMiddle) {
+  std::string p = WriteTmp("mid.tsv", "sentence\tlabel\na\t1\n\nb\t0\n");
+  ExpectError(ReadTsv(p, 2), p, 3, "empty line");
+}
+
+TEST(ReadTsvErrors, RefusesFilesOver4GiB) {
+  // A sparse file: the size check happens before any byte is read, so this costs no disk.
+  std::string p = WriteTmp("huge.tsv", "sentence\tlabel\n");
+  ASSERT_EQ(::truncate(p.c_str(), (int64_t{1} << 32) + 1), 0);
+  auto r = ReadTsv(p, 2);
+  ::unlink(p.c_str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("over the limit"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(p));
+}
+
+TEST(ReadTsvErrors, MissingFileNamesThePath) {
+  auto r = ReadTsv("/nonexistent/dir/x.tsv", 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("/nonexistent/dir/x.tsv"));
+}
+
+TEST(ReadTsvForPredict, LabelColumnIsOptional) {
+  std::string p = WriteTmp("pred.tsv", "index\tsentence\n0\thello\n1\tworld\n");
+  auto r = ReadTsvForPredict(p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[1].sentence, "world");
+  EXPECT_EQ((*r)[1].label, 0.0f);
+
+  std::string q = WriteTmp("pred_label.tsv", "sentence\tlabel\nhello\t1\n");
+  auto s = ReadTsvForPredict(q);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)[0].label, 1.0f);
+
+  std::string bad = WriteTmp("pred_bad.tsv", "label\nhello\n");
+  ExpectError(ReadTsvForPredict(bad), bad, 1, "missing column \"sentence\"");
+  std::string badlabel = WriteTmp("pred_badlabel.tsv", "sentence\tlabel\nhello\t?\n");
+  ExpectError(ReadTsvForPredict(badlabel), badlabel, 2, "not a finite number");
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer

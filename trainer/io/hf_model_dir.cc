@@ -1,0 +1,288 @@
+#include "trainer/io/hf_model_dir.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <unordered_map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "trainer/io/safetensors.h"
+
+namespace ringmaster::trainer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kMaxJsonBytes = size_t{64} << 20;
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// Maps a checkpoint tensor name to the BertForSequenceClassification name of the layout: a
+// BertModel checkpoint lacks the "bert." prefix, and old TF-converted checkpoints call the
+// LayerNorm parameters gamma/beta (transformers renames them the same way when loading).
+std::string CanonicalName(absl::string_view name) {
+  std::string out(name);
+  for (absl::string_view top : {"embeddings.", "encoder.", "pooler."}) {
+    if (absl::StartsWith(name, top)) {
+      out = absl::StrCat("bert.", name);
+      break;
+    }
+  }
+  if (absl::StrContains(out, "LayerNorm.")) {
+    if (absl::EndsWith(out, ".gamma")) {
+      out.replace(out.size() - 5, 5, "weight");
+    } else if (absl::EndsWith(out, ".beta")) {
+      out.replace(out.size() - 4, 4, "bias");
+    }
+  }
+  return out;
+}
+
+std::string StripTrailingSlashes(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
+absl::Status RemoveAll(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot remove ", path, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+std::string TokenizerConfigJson(const BertConfig& config, bool do_lower_case) {
+  nlohmann::ordered_json j;
+  j["clean_up_tokenization_spaces"] = true;
+  j["cls_token"] = "[CLS]";
+  j["do_basic_tokenize"] = true;
+  j["do_lower_case"] = do_lower_case;
+  j["mask_token"] = "[MASK]";
+  j["model_max_length"] = config.max_position_embeddings;
+  j["never_split"] = nullptr;
+  j["pad_token"] = "[PAD]";
+  j["sep_token"] = "[SEP]";
+  // null = follow do_lower_case, which is what BertTokenizer does by default.
+  j["strip_accents"] = nullptr;
+  j["tokenize_chinese_chars"] = true;
+  j["tokenizer_class"] = "BertTokenizer";
+  j["unk_token"] = "[UNK]";
+  return j.dump(2) + "\n";
+}
+
+std::string SpecialTokensMapJson() {
+  nlohmann::ordered_json j;
+  j["cls_token"] = "[CLS]";
+  j["mask_token"] = "[MASK]";
+  j["pad_token"] = "[PAD]";
+  j["sep_token"] = "[SEP]";
+  j["unk_token"] = "[UNK]";
+  return j.dump(2) + "\n";
+}
+
+// Writes all files of the export into `tmp` (which exists and is empty).
+absl::Status WriteExportFiles(const std::string& tmp, const BertConfig& config,
+                              const ParamLayout& layout, const float* params,
+                              const std::string& vocab) {
+  RM_RETURN_IF_ERROR(WriteFileAtomic(tmp + "/config.json", BertConfigToJson(config)));
+  std::vector<TensorToWrite> tensors;
+  tensors.reserve(layout.specs.size());
+  for (const ParamSpec& s : layout.specs) {
+    tensors.push_back({s.name, DType::kF32, s.shape, params + s.offset, s.numel * sizeof(float)});
+  }
+  // transformers refuses a safetensors checkpoint whose metadata lacks "format" (it tells the
+  // loader which framework's layout the tensors are in).
+  RM_RETURN_IF_ERROR(WriteSafetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}}));
+  RM_RETURN_IF_ERROR(WriteFileAtomic(tmp + "/vocab.txt", vocab));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<HfModel> LoadHfModelDir(const std::string& dir, int num_labels_override,
+                                       uint64_t seed) {
+  const std::string config_path = dir + "/config.json";
+  RM_ASSIGN_OR_RETURN(std::string config_text, ReadFile(config_path, kMaxJsonBytes));
+  RM_ASSIGN_OR_RETURN(BertConfig config, ParseBertConfigJson(config_text, config_path));
+  if (num_labels_override > 0 && num_labels_override != config.num_labels) {
+    config.num_labels = num_labels_override;
+    config.id2label.clear();  // names of the checkpoint's labels do not describe the new ones
+  }
+  RM_RETURN_IF_ERROR(ValidateBertConfig(config, config_path));
+
+  const std::string st_path = dir + "/model.safetensors";
+  std::error_code ec;
+  if (!fs::exists(st_path, ec)) {
+    for (const char* other : {"pytorch_model.bin", "model.safetensors.index.json"}) {
+      if (fs::exists(fs::path(dir) / other, ec)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            dir, ": has ", other,
+            " but no model.safetensors; only a single model.safetensors "
+            "is supported (convert with save_pretrained(dir, safe_serialization=True))"));
+      }
+    }
+    return absl::NotFoundError(absl::StrCat(st_path, ": no such file"));
+  }
+  RM_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsReader> reader, SafetensorsReader::Open(st_path));
+
+  HfModel m;
+  m.config = config;
+  m.layout = MakeBertParamLayout(config);
+  const ParamLayout& layout = m.layout;
+  m.params.assign(layout.total, 0.0f);
+
+  std::unordered_map<std::string, size_t> spec_index;
+  for (size_t i = 0; i < layout.specs.size(); ++i) spec_index[layout.specs[i].name] = i;
+  std::vector<const TensorInfo*> source(layout.specs.size(), nullptr);
+  for (const TensorInfo& t : reader->tensors()) {
+    auto it = spec_index.find(CanonicalName(t.name));
+    if (it == spec_index.end()) continue;  // position_ids, cls.* heads, ...
+    if (source[it->second] != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(st_path, ": tensors '", source[it->second]->name, "' and '", t.name,
+                       "' both map to parameter '", layout.specs[it->second].name, "'"));
+    }
+    source[it->second] = &t;
+  }
+  auto find = [&](const std::string& name) { return source[spec_index.at(name)]; };
+
+  // A head is either wholly present or wholly absent; half of one means a broken checkpoint.
+  auto head_present = [&](const std::string& prefix) -> absl::StatusOr<bool> {
+    const TensorInfo* w = find(prefix + ".weight");
+    const TensorInfo* b = find(prefix + ".bias");
+    if ((w == nullptr) != (b == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat(st_path, ": has '", prefix,
+                                                     w ? ".weight" : ".bias", "' but not '", prefix,
+                                                     w ? ".bias" : ".weight", "'"));
+    }
+    return w != nullptr;
+  };
+  RM_ASSIGN_OR_RETURN(const bool has_pooler, head_present("bert.pooler.dense"));
+  RM_ASSIGN_OR_RETURN(bool has_classifier, head_present("classifier"));
+  if (has_classifier) {
+    // A head trained for another number of labels is replaced, as transformers does with
+    // ignore_mismatched_sizes; any other shape difference is an error below.
+    const TensorInfo* w = find("classifier.weight");
+    const TensorInfo* b = find("classifier.bias");
+    if (w->shape.size() == 2 && b->shape.size() == 1 && w->shape[0] == b->shape[0] &&
+        w->shape[1] == config.hidden_size && w->shape[0] != config.num_labels) {
+      has_classifier = false;
+    }
+  }
+  if (!has_pooler) {
+    InitBertParams(config, layout, seed, m.params.data(), "bert.pooler.");
+    m.pooler_initialized_fresh = true;
+  }
+  if (!has_classifier) {
+    InitBertParams(config, layout, seed, m.params.data(), "classifier.");
+    m.classifier_initialized_fresh = true;
+  }
+
+  for (size_t i = 0; i < layout.specs.size(); ++i) {
+    const ParamSpec& spec = layout.specs[i];
+    if ((!has_pooler && absl::StartsWith(spec.name, "bert.pooler.")) ||
+        (!has_classifier && absl::StartsWith(spec.name, "classifier."))) {
+      continue;
+    }
+    const TensorInfo* t = source[i];
+    if (t == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(st_path, ": missing tensor '", spec.name, "'"));
+    }
+    if (t->shape != spec.shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(st_path, ": tensor '", t->name, "' has shape ", ShapeString(t->shape),
+                       ", expected ", ShapeString(spec.shape), " from ", config_path));
+    }
+    RM_RETURN_IF_ERROR(reader->ReadFloat(*t, m.params.data() + spec.offset, spec.numel));
+  }
+  return m;
+}
+
+absl::Status ExportHfModelDir(const std::string& dir_in, const BertConfig& config,
+                              const ParamLayout& layout, const float* params,
+                              const std::string& vocab_path, bool do_lower_case) {
+  const std::string dir = StripTrailingSlashes(dir_in);
+  RM_RETURN_IF_ERROR(ValidateBertConfig(config, absl::StrCat(dir, "/config.json")));
+  // The names and shapes written must be the ones config.json implies, or the export would not
+  // load back.
+  const ParamLayout expected = MakeBertParamLayout(config);
+  if (expected.specs.size() != layout.specs.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": parameter layout has ", layout.specs.size(),
+                     " tensors but the config implies ", expected.specs.size()));
+  }
+  for (size_t i = 0; i < expected.specs.size(); ++i) {
+    const ParamSpec& a = expected.specs[i];
+    const ParamSpec& b = layout.specs[i];
+    if (a.name != b.name || a.shape != b.shape || a.offset != b.offset) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir, ": parameter layout entry ", i, " is '", b.name, "' ", ShapeString(b.shape),
+          " but the config implies '", a.name, "' ", ShapeString(a.shape)));
+    }
+  }
+  RM_ASSIGN_OR_RETURN(std::string vocab, ReadFile(vocab_path));
+
+  const fs::path target(dir);
+  std::string parent = target.parent_path().string();
+  if (parent.empty()) parent = ".";
+  RM_RETURN_IF_ERROR(MakeDirs(parent));
+  const std::string tmp = absl::StrCat(dir, ".tmp-", ::getpid());
+  const std::string old = absl::StrCat(dir, ".old-", ::getpid());
+  RM_RETURN_IF_ERROR(RemoveAll(tmp));  // left by an earlier crash of a process with our pid
+  RM_RETURN_IF_ERROR(MakeDirs(tmp));
+
+  absl::Status s = WriteExportFiles(tmp, config, layout, params, vocab);
+  if (s.ok()) {
+    s = WriteFileAtomic(tmp + "/tokenizer_config.json", TokenizerConfigJson(config, do_lower_case));
+  }
+  if (s.ok()) s = WriteFileAtomic(tmp + "/special_tokens_map.json", SpecialTokensMapJson());
+  if (!s.ok()) {
+    RemoveAll(tmp).IgnoreError();
+    return s;
+  }
+
+  std::error_code ec;
+  bool moved_old = false;
+  if (fs::exists(target, ec)) {
+    RM_RETURN_IF_ERROR(RemoveAll(old));
+    if (std::rename(dir.c_str(), old.c_str()) != 0) {
+      s = ErrnoError("cannot move aside old", dir);
+      RemoveAll(tmp).IgnoreError();
+      return s;
+    }
+    moved_old = true;
+  }
+  if (std::rename(tmp.c_str(), dir.c_str()) != 0) {
+    s = ErrnoError("cannot rename export into", dir);
+    if (moved_old) std::rename(old.c_str(), dir.c_str());  // best effort: put the old one back
+    RemoveAll(tmp).IgnoreError();
+    return s;
+  }
+  RM_RETURN_IF_ERROR(FsyncDir(parent));
+  if (moved_old) RM_RETURN_IF_ERROR(RemoveAll(old));
+  return absl::OkStatus();
+}
+
+bool ReadDoLowerCase(const std::string& dir) {
+  absl::StatusOr<std::string> text = ReadFile(dir + "/tokenizer_config.json", kMaxJsonBytes);
+  if (!text.ok()) return true;
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return true;
+  auto it = j.find("do_lower_case");
+  if (it == j.end() || !it->is_boolean()) return true;
+  return it->get<bool>();
+}
+
+}  // namespace ringmaster::trainer

@@ -1,0 +1,53 @@
+// Hugging Face model directories: config.json + model.safetensors (+ tokenizer files), loaded
+// into and exported from the flat parameter buffer of MakeBertParamLayout.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/model/bert_config.h"
+#include "trainer/model/bert_params.h"
+
+namespace ringmaster::trainer {
+
+struct HfModel {
+  BertConfig config;
+  ParamLayout layout;
+  std::vector<float> params;  // layout.total floats
+  // True when the checkpoint had no usable classifier (absent, or for another num_labels) and
+  // "classifier.*" was initialized from the seed, as transformers does.
+  bool classifier_initialized_fresh = false;
+  // True when the checkpoint had no pooler (a headless BertModel may be saved without one).
+  bool pooler_initialized_fresh = false;
+};
+
+// Reads DIR/config.json and DIR/model.safetensors (pytorch_model.bin is refused: only
+// safetensors is supported). `num_labels_override` > 0 replaces config.num_labels (label names
+// are dropped if their count differs). Tensor names may carry the "bert." prefix or not (a
+// BertModel checkpoint), and LayerNorm "gamma"/"beta" are accepted for "weight"/"bias".
+// Tensors outside the layout (position_ids, "cls.*" pretraining heads, ...) are ignored. Every
+// layout tensor except the pooler and classifier must be present with the exact shape; a
+// missing pooler, or a missing or differently sized classifier, is initialized fresh with
+// InitBertParams(config, layout, seed, ...). F16/BF16/F64 tensors are converted to fp32.
+absl::StatusOr<HfModel> LoadHfModelDir(const std::string& dir, int num_labels_override,
+                                       uint64_t seed);
+
+// Writes DIR/config.json, DIR/model.safetensors (F32, HF names and shapes, layout order),
+// DIR/vocab.txt (a copy of vocab_path), DIR/tokenizer_config.json and
+// DIR/special_tokens_map.json, so that transformers' from_pretrained(DIR) loads the model and
+// tokenizer. Crash safe: everything is built and fsynced in "DIR.tmp-<pid>", an old DIR is
+// renamed to "DIR.old-<pid>", the new one renamed into place, the parent fsynced, and only
+// then is the old one deleted. A crash leaves DIR either old or new (or, in the instant between
+// the two renames, absent with the old copy beside it).
+absl::Status ExportHfModelDir(const std::string& dir, const BertConfig& config,
+                              const ParamLayout& layout, const float* params,
+                              const std::string& vocab_path, bool do_lower_case);
+
+// tokenizer_config.json's "do_lower_case" when present and boolean; true otherwise (the
+// BertTokenizer default).
+bool ReadDoLowerCase(const std::string& dir);
+
+}  // namespace ringmaster::trainer

@@ -1,0 +1,874 @@
+#include "trainer/job/job_spec.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "yaml-cpp/yaml.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+// A job file is a page of text; anything far larger is a wrong path, not a job.
+constexpr size_t kMaxJobFileBytes = size_t{1} << 20;
+// Enough to read every problem in a bad file, few enough not to bury the first one.
+constexpr size_t kMaxErrors = 20;
+
+const std::vector<absl::string_view> kLrSchedules = {"linear", "constant"};
+const std::vector<absl::string_view> kPrecisions = {"auto", "fp32", "fp16", "bf16"};
+const std::vector<absl::string_view> kDevices = {"cpu", "cuda", "auto"};
+const std::vector<absl::string_view> kShardings = {"full_shard", "shard_grad_op", "no_shard",
+                                                   "hybrid_shard"};
+const std::vector<absl::string_view> kCompressions = {"auto", "none", "fp16",
+                                                      "bf16", "int8", "powersgd"};
+const std::vector<absl::string_view> kBackends = {"auto", "nccl", "gloo"};
+
+// Where each key path's value was written, so that range checks after parsing can still point
+// at a line. Sections are recorded too ("train"), for "required" errors.
+using Marks = std::map<std::string, YAML::Mark, std::less<>>;
+
+bool ValidMark(const YAML::Mark& m) { return m.line >= 0 && m.column >= 0; }
+
+class Errors {
+ public:
+  explicit Errors(std::string source) : source_(std::move(source)) {}
+
+  // "<source>:<line>:<col>: <msg>", or "<source>: <msg>" without a position.
+  void Add(const YAML::Mark* mark, absl::string_view msg) {
+    if (mark != nullptr && ValidMark(*mark)) {
+      AddRaw(mark, absl::StrCat(source_, ":", mark->line + 1, ":", mark->column + 1, ": ", msg));
+    } else {
+      AddRaw(nullptr, absl::StrCat(source_, ": ", msg));
+    }
+  }
+  // `text` is already prefixed; `mark` (may be null) only orders it.
+  void AddRaw(const YAML::Mark* mark, std::string text) {
+    Line line{std::numeric_limits<int>::max(), 0, std::move(text)};
+    if (mark != nullptr && ValidMark(*mark)) {
+      line.line = mark->line;
+      line.column = mark->column;
+    }
+    lines_.push_back(std::move(line));
+  }
+  bool empty() const { return lines_.empty(); }
+  const std::string& source() const { return source_; }
+
+  // All problems in file order (the order they are found in is the parser's, not the reader's);
+  // problems without a position come last.
+  absl::Status ToStatus() const {
+    if (lines_.empty()) return absl::OkStatus();
+    std::vector<Line> sorted = lines_;
+    std::stable_sort(sorted.begin(), sorted.end(), [](const Line& a, const Line& b) {
+      return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+    });
+    std::string msg;
+    for (size_t i = 0; i < sorted.size() && i < kMaxErrors; ++i) {
+      absl::StrAppend(&msg, i == 0 ? "" : "\n", sorted[i].text);
+    }
+    if (sorted.size() > kMaxErrors) {
+      absl::StrAppend(&msg, "\n(", sorted.size() - kMaxErrors, " more errors not shown)");
+    }
+    return absl::InvalidArgumentError(msg);
+  }
+
+ private:
+  struct Line {
+    int line;
+    int column;
+    std::string text;
+  };
+  std::string source_;
+  std::vector<Line> lines_;
+};
+
+std::string JoinPath(absl::string_view parent, absl::string_view key) {
+  return parent.empty() ? std::string(key) : absl::StrCat(parent, ".", key);
+}
+
+// How a value looks, for "expected X, got Y".
+std::string Describe(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar:
+      return absl::StrCat("'", n.Scalar(), "'");
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Null:
+      return "nothing (null)";
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return "nothing";
+}
+
+std::string AllowedList(const std::vector<absl::string_view>& allowed) {
+  return absl::StrJoin(allowed, ", ");
+}
+
+bool IsOneOf(absl::string_view v, const std::vector<absl::string_view>& allowed) {
+  return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
+}
+
+// --- scalar conversions; each returns nullopt after reporting the problem ---
+
+struct Value {
+  const YAML::Node& node;
+  const YAML::Mark& mark;  // the value's position (or its key's when the value has none)
+  const std::string& path;
+  Errors& errors;
+
+  void TypeError(absl::string_view expected) const {
+    errors.Add(&mark, absl::StrCat(path, ": expected ", expected, ", got ", Describe(node)));
+  }
+};
+
+std::optional<std::string> ToString(const Value& v) {
+  if (!v.node.IsScalar()) {
+    v.TypeError("a string");
+    return std::nullopt;
+  }
+  return v.node.Scalar();
+}
+
+std::optional<double> ToDouble(const Value& v) {
+  double d = 0;
+  if (!v.node.IsScalar() || !absl::SimpleAtod(v.node.Scalar(), &d) || !std::isfinite(d)) {
+    v.TypeError("a number");
+    return std::nullopt;
+  }
+  return d;
+}
+
+std::optional<float> ToFloat(const Value& v) {
+  float f = 0;
+  // Parsed as float directly (not via double) so that shortest float text round-trips exactly.
+  if (!v.node.IsScalar() || !absl::SimpleAtof(v.node.Scalar(), &f) || !std::isfinite(f)) {
+    v.TypeError("a number");
+    return std::nullopt;
+  }
+  return f;
+}
+
+std::optional<int64_t> ToInt64(const Value& v) {
+  if (v.node.IsScalar()) {
+    int64_t i = 0;
+    if (absl::SimpleAtoi(v.node.Scalar(), &i)) return i;
+    // `max_steps: 1e4` is an integer written as a number; accept it when exact.
+    double d = 0;
+    if (absl::SimpleAtod(v.node.Scalar(), &d) && std::isfinite(d) && d == std::floor(d) &&
+        std::fabs(d) <= 9007199254740992.0) {
+      return static_cast<int64_t>(d);
+    }
+  }
+  v.TypeError("an integer");
+  return std::nullopt;
+}
+
+std::optional<int> ToInt(const Value& v) {
+  std::optional<int64_t> i = ToInt64(v);
+  if (!i) return std::nullopt;
+  if (*i < std::numeric_limits<int>::min() || *i > std::numeric_limits<int>::max()) {
+    v.errors.Add(&v.mark, absl::StrCat(v.path, ": ", *i, " is out of range"));
+    return std::nullopt;
+  }
+  return static_cast<int>(*i);
+}
+
+std::optional<uint64_t> ToUint64(const Value& v) {
+  uint64_t u = 0;
+  if (!v.node.IsScalar() || !absl::SimpleAtoi(v.node.Scalar(), &u)) {
+    v.TypeError("a non-negative integer");
+    return std::nullopt;
+  }
+  return u;
+}
+
+std::optional<bool> ToBool(const Value& v) {
+  if (v.node.IsScalar()) {
+    std::string s = absl::AsciiStrToLower(v.node.Scalar());
+    if (s == "true" || s == "yes" || s == "on") return true;
+    if (s == "false" || s == "no" || s == "off") return false;
+  }
+  v.TypeError("true or false");
+  return std::nullopt;
+}
+
+// One mapping of the document: remembers which keys were read so the rest can be reported as
+// unknown, and reports duplicated keys, which yaml-cpp keeps without complaint (and lookups
+// would silently pick one of).
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string path, const YAML::Mark& mark, Errors& errors,
+            Marks& marks)
+      : path_(std::move(path)), errors_(errors), marks_(marks) {
+    // A section written with nothing under it (every line commented out) reads as empty.
+    if (node.IsNull()) return;
+    if (!node.IsMap()) {
+      std::string what = path_.empty() ? "the job spec" : path_;
+      errors_.Add(&mark, absl::StrCat(what, ": expected a mapping of keys, got ", Describe(node)));
+      return;
+    }
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const YAML::Node& key = it->first;
+      const YAML::Mark key_mark = key.Mark();
+      if (!key.IsScalar()) {
+        errors_.Add(&key_mark, absl::StrCat(path_.empty() ? "top level" : path_,
+                                            ": keys must be plain names, got ", Describe(key)));
+        continue;
+      }
+      const std::string& name = key.Scalar();
+      auto [pos, inserted] = index_.emplace(name, entries_.size());
+      if (!inserted) {
+        const Entry& first = entries_[pos->second];
+        errors_.Add(&key_mark, absl::StrCat("duplicate key '", JoinPath(path_, name),
+                                            "' (first set on line ", first.key_mark.line + 1, ")"));
+        continue;
+      }
+      YAML::Mark value_mark = it->second.Mark();
+      if (!ValidMark(value_mark)) value_mark = key_mark;
+      entries_.push_back(Entry{name, key_mark, value_mark, it->second, false});
+    }
+  }
+
+  const std::string& path() const { return path_; }
+
+  // The value under `key`, marking it known; nullptr when absent.
+  const YAML::Node* Take(absl::string_view key, const YAML::Mark** mark = nullptr) {
+    auto it = index_.find(key);
+    if (it == index_.end()) return nullptr;
+    Entry& e = entries_[it->second];
+    e.used = true;
+    marks_[JoinPath(path_, key)] = e.value_mark;
+    if (mark != nullptr) *mark = &e.value_mark;
+    return &e.value;
+  }
+
+  // Reads `key` into `*out` when present; conversion errors are reported.
+  template <typename T, typename Conv>
+  void Get(absl::string_view key, T* out, Conv conv) {
+    const YAML::Mark* mark = nullptr;
+    const YAML::Node* node = Take(key, &mark);
+    if (node == nullptr) return;
+    std::string path = JoinPath(path_, key);
+    if (auto v = conv(Value{*node, *mark, path, errors_})) *out = *v;
+  }
+
+  // Every key not taken is a typo or a misplaced option.
+  // `hints` pairs a likely mistaken key with advice.
+  void ReportUnknown(
+      std::initializer_list<std::pair<absl::string_view, absl::string_view>> hints = {}) {
+    for (const Entry& e : entries_) {
+      if (e.used) continue;
+      std::string msg = absl::StrCat("unknown key '", JoinPath(path_, e.key), "'");
+      for (const auto& [key, hint] : hints) {
+        if (e.key == key) absl::StrAppend(&msg, " (", hint, ")");
+      }
+      errors_.Add(&e.key_mark, msg);
+    }
+  }
+
+ private:
+  struct Entry {
+    std::string key;
+    YAML::Mark key_mark;
+    YAML::Mark value_mark;
+    YAML::Node value;
+    bool used;
+  };
+  std::string path_;
+  Errors& errors_;
+  Marks& marks_;
+  std::vector<Entry> entries_;
+  std::map<std::string, size_t, std::less<>> index_;
+};
+
+// A sub-section reader, or an empty one when the section is absent.
+MapReader Section(MapReader& parent, absl::string_view key, Errors& errors, Marks& marks) {
+  static const YAML::Node kAbsent;  // Null: reads as an empty section
+  const YAML::Mark* mark = nullptr;
+  const YAML::Node* node = parent.Take(key, &mark);
+  static const YAML::Mark kNoMark = YAML::Mark::null_mark();
+  return MapReader(node != nullptr ? *node : kAbsent, JoinPath(parent.path(), key),
+                   node != nullptr ? *mark : kNoMark, errors, marks);
+}
+
+void ParseModelConfig(const YAML::Node& node, const YAML::Mark& mark, ModelSpec& model,
+                      Errors& errors, Marks& marks) {
+  MapReader m(node, "model.config", mark, errors, marks);
+  BertConfig& c = model.config;
+  // Not written = taken from the vocab file by the caller; see ModelSpec::config.
+  c.vocab_size = 0;
+  m.Get("vocab_size", &c.vocab_size, ToInt);
+  // Architecture sizes have no sensible default for a model built from scratch; requiring them
+  // keeps a forgotten line from quietly training a BERT-base.
+  for (absl::string_view required :
+       {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"}) {
+    // An empty `config:` (null) must not pass as "all defaults"; a non-mapping is reported
+    // already.
+    if ((node.IsMap() || node.IsNull()) && m.Take(required) == nullptr) {
+      errors.Add(&mark, absl::StrCat("model.config.", required, " is required"));
+    }
+  }
+  m.Get("hidden_size", &c.hidden_size, ToInt);
+  m.Get("num_hidden_layers", &c.num_hidden_layers, ToInt);
+  m.Get("num_attention_heads", &c.num_attention_heads, ToInt);
+  m.Get("intermediate_size", &c.intermediate_size, ToInt);
+  m.Get("max_position_embeddings", &c.max_position_embeddings, ToInt);
+  m.Get("type_vocab_size", &c.type_vocab_size, ToInt);
+  m.Get("pad_token_id", &c.pad_token_id, ToInt);
+  m.Get("hidden_dropout_prob", &c.hidden_dropout_prob, ToFloat);
+  m.Get("attention_probs_dropout_prob", &c.attention_probs_dropout_prob, ToFloat);
+  m.Get("layer_norm_eps", &c.layer_norm_eps, ToFloat);
+  m.Get("initializer_range", &c.initializer_range, ToFloat);
+  m.Get("hidden_act", &c.hidden_act, ToString);
+  m.ReportUnknown({{"num_labels", "set model.num_labels instead"}});
+}
+
+void ParseModel(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
+  MapReader m = Section(root, "model", errors, marks);
+  ModelSpec& model = spec.model;
+  m.Get("init_from", &model.init_from, ToString);
+  const YAML::Mark* config_mark = nullptr;
+  if (const YAML::Node* config = m.Take("config", &config_mark)) {
+    model.has_config = true;
+    ParseModelConfig(*config, *config_mark, model, errors, marks);
+  }
+  m.Get("vocab", &model.vocab, ToString);
+  m.Get("do_lower_case", &model.do_lower_case, ToBool);
+  m.Get("num_labels", &model.num_labels, ToInt);
+  model.config.num_labels = model.num_labels;
+  m.Get("hidden_dropout_prob", &model.hidden_dropout_prob, ToFloat);
+  m.Get("attention_probs_dropout_prob", &model.attention_probs_dropout_prob, ToFloat);
+  if (model.has_config) {
+    // With an inline config there is nothing to override: one value per setting, in config.
+    auto fold = [&](std::optional<float>& override_value, float& config_value,
+                    absl::string_view key) {
+      if (!override_value) return;
+      std::string config_path = absl::StrCat("model.config.", key);
+      if (marks.count(config_path) > 0) {
+        errors.Add(&marks[absl::StrCat("model.", key)],
+                   absl::StrCat("model.", key, " and ", config_path,
+                                " are both set; set it in one place"));
+      }
+      config_value = *override_value;
+      override_value.reset();
+    };
+    fold(model.hidden_dropout_prob, model.config.hidden_dropout_prob, "hidden_dropout_prob");
+    fold(model.attention_probs_dropout_prob, model.config.attention_probs_dropout_prob,
+         "attention_probs_dropout_prob");
+  }
+  m.ReportUnknown();
+}
+
+void ParseData(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
+  MapReader m = Section(root, "data", errors, marks);
+  m.Get("train", &spec.data.train, ToString);
+  m.Get("eval", &spec.data.eval, ToString);
+  m.Get("max_seq_len", &spec.data.max_seq_len, ToInt);
+  m.Get("shuffle", &spec.data.shuffle, ToBool);
+  m.ReportUnknown();
+}
+
+std::optional<std::pair<double, double>> ToBetas(const Value& v) {
+  if (!v.node.IsSequence() || v.node.size() != 2) {
+    v.TypeError("a list of two numbers [beta1, beta2]");
+    return std::nullopt;
+  }
+  std::optional<double> b[2];
+  for (size_t i = 0; i < 2; ++i) {
+    YAML::Node item = v.node[i];
+    YAML::Mark mark = ValidMark(item.Mark()) ? item.Mark() : v.mark;
+    std::string path = absl::StrCat(v.path, "[", i, "]");
+    b[i] = ToDouble(Value{item, mark, path, v.errors});
+  }
+  if (!b[0] || !b[1]) return std::nullopt;
+  return std::make_pair(*b[0], *b[1]);
+}
+
+void ParseTrain(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
+  MapReader m = Section(root, "train", errors, marks);
+  TrainSpec& t = spec.train;
+  m.Get("epochs", &t.epochs, ToInt);
+  m.Get("max_steps", &t.max_steps, ToInt64);
+  m.Get("global_batch_size", &t.global_batch_size, ToInt);
+  m.Get("micro_batch_size", &t.micro_batch_size, ToInt);
+  m.Get("lr", &t.lr, ToDouble);
+  m.Get("lr_schedule", &t.lr_schedule, ToString);
+  m.Get("warmup_ratio", &t.warmup_ratio, ToDouble);
+  m.Get("warmup_steps", &t.warmup_steps, ToInt64);
+  m.Get("weight_decay", &t.weight_decay, ToDouble);
+  std::pair<double, double> betas{t.adam_beta1, t.adam_beta2};
+  m.Get("adam_betas", &betas, ToBetas);
+  t.adam_beta1 = betas.first;
+  t.adam_beta2 = betas.second;
+  m.Get("adam_eps", &t.adam_eps, ToDouble);
+  m.Get("max_grad_norm", &t.max_grad_norm, ToDouble);
+  m.Get("precision", &t.precision, ToString);
+  m.Get("device", &t.device, ToString);
+  m.Get("seed", &t.seed, ToUint64);
+  m.Get("eval_batch_size", &t.eval_batch_size, ToInt);
+  m.Get("log_every_steps", &t.log_every_steps, ToInt64);
+  m.ReportUnknown({{"adam_beta1", "use adam_betas: [beta1, beta2]"},
+                   {"adam_beta2", "use adam_betas: [beta1, beta2]"}});
+}
+
+void ParseOutput(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
+  MapReader m = Section(root, "output", errors, marks);
+  m.Get("dir", &spec.output.dir, ToString);
+  m.Get("checkpoint_every_steps", &spec.output.checkpoint_every_steps, ToInt64);
+  m.Get("keep_checkpoints", &spec.output.keep_checkpoints, ToInt);
+  m.ReportUnknown();
+}
+
+// "N" or "MIN:MAX" (a plain YAML integer is fine too). Ranges are checked by validation.
+std::optional<std::pair<int, int>> ToNodes(const Value& v) {
+  if (v.node.IsScalar()) {
+    std::vector<std::string> parts = absl::StrSplit(v.node.Scalar(), ':');
+    int lo = 0, hi = 0;
+    if (parts.size() == 1 && absl::SimpleAtoi(parts[0], &lo)) return std::make_pair(lo, lo);
+    if (parts.size() == 2 && absl::SimpleAtoi(parts[0], &lo) && absl::SimpleAtoi(parts[1], &hi)) {
+      return std::make_pair(lo, hi);
+    }
+  }
+  v.TypeError("a node count N or a range \"MIN:MAX\"");
+  return std::nullopt;
+}
+
+void ParseDistributed(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
+  MapReader m = Section(root, "distributed", errors, marks);
+  DistributedSpec& d = spec.distributed;
+  std::pair<int, int> nodes{d.min_nodes, d.max_nodes};
+  m.Get("nodes", &nodes, ToNodes);
+  d.min_nodes = nodes.first;
+  d.max_nodes = nodes.second;
+  m.Get("procs_per_node", &d.procs_per_node, ToString);
+  m.Get("sharding", &d.sharding, ToString);
+  m.Get("compression", &d.compression, ToString);
+  m.Get("backend", &d.backend, ToString);
+  m.ReportUnknown();
+}
+
+void ParseRestart(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
+  MapReader m = Section(root, "restart", errors, marks);
+  m.Get("max_restarts", &spec.restart.max_restarts, ToInt);
+  m.ReportUnknown();
+}
+
+bool ValidName(absl::string_view name) {
+  if (name.empty() || name.size() > 128 || !absl::ascii_isalnum(name[0])) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+// The checks behind ValidateJobSpec; `marks` (may be null) adds line numbers.
+void Validate(const JobSpec& s, const Marks* marks, Errors& errors) {
+  auto mark_of = [&](absl::string_view path) -> const YAML::Mark* {
+    if (marks == nullptr) return nullptr;
+    // The key itself, else the closest section that was written.
+    std::string p(path);
+    while (true) {
+      auto it = marks->find(p);
+      if (it != marks->end()) return &it->second;
+      size_t dot = p.rfind('.');
+      if (dot == std::string::npos) return nullptr;
+      p.resize(dot);
+    }
+  };
+  auto bad = [&](absl::string_view path, absl::string_view msg) {
+    errors.Add(mark_of(path), absl::StrCat(path, ": ", msg));
+  };
+  auto check_enum = [&](absl::string_view path, const std::string& v,
+                        const std::vector<absl::string_view>& allowed) {
+    if (!IsOneOf(v, allowed)) {
+      bad(path, absl::StrCat("'", v, "' is not one of: ", AllowedList(allowed)));
+    }
+  };
+
+  if (!ValidName(s.name)) {
+    bad("name", absl::StrCat("'", s.name,
+                             "' must be 1-128 letters, digits, '-', '_' or '.', starting with a "
+                             "letter or digit"));
+  }
+
+  // model
+  const ModelSpec& m = s.model;
+  if (m.init_from.empty() && !m.has_config) {
+    bad("model",
+        "set model.init_from (a Hugging Face model directory) or model.config "
+        "(BertConfig fields, to train from scratch) with model.vocab");
+  } else if (!m.init_from.empty() && m.has_config) {
+    bad("model.config", "model.init_from and model.config are both set; use one");
+  }
+  if (m.has_config && m.vocab.empty()) {
+    bad("model.vocab", "is required with model.config (the vocab.txt to tokenize with)");
+  }
+  if (!m.has_config && !m.vocab.empty()) {
+    bad("model.vocab",
+        "is only used with model.config; model.init_from uses the directory's "
+        "vocab.txt");
+  }
+  if (m.num_labels < 1) {
+    bad("model.num_labels",
+        absl::StrCat("must be at least 1 (1 = regression with MSE loss), got ", m.num_labels));
+  }
+  auto check_prob = [&](absl::string_view path, const std::optional<float>& p) {
+    if (p && !(*p >= 0.0f && *p < 1.0f)) bad(path, absl::StrCat("must be in [0, 1), got ", *p));
+  };
+  check_prob("model.hidden_dropout_prob", m.hidden_dropout_prob);
+  check_prob("model.attention_probs_dropout_prob", m.attention_probs_dropout_prob);
+  if (m.has_config) {
+    BertConfig c = m.config;
+    // vocab_size 0 is "from the vocab file", filled in later; check the rest now.
+    if (c.vocab_size == 0) c.vocab_size = std::max(1, c.pad_token_id + 1);
+    c.num_labels = m.num_labels;
+    const YAML::Mark* mark = mark_of("model.config");
+    std::string where = (mark != nullptr && ValidMark(*mark))
+                            ? absl::StrCat(errors.source(), ":", mark->line + 1, ":",
+                                           mark->column + 1, ": model.config")
+                            : absl::StrCat(errors.source(), ": model.config");
+    if (absl::Status st = ValidateBertConfig(c, where); !st.ok()) {
+      errors.AddRaw(mark, std::string(st.message()));
+    }
+    if (s.data.max_seq_len > c.max_position_embeddings) {
+      bad("data.max_seq_len",
+          absl::StrCat(s.data.max_seq_len, " is over model.config.max_position_embeddings (",
+                       c.max_position_embeddings, ")"));
+    }
+  }
+
+  // data
+  if (s.data.train.empty()) bad("data.train", "is required (a TSV file: sentence<TAB>label)");
+  if (s.data.max_seq_len < 2 || s.data.max_seq_len > 8192) {
+    bad("data.max_seq_len",
+        absl::StrCat("must be in [2, 8192] ([CLS] and [SEP] take two), got ", s.data.max_seq_len));
+  }
+
+  // train
+  const TrainSpec& t = s.train;
+  if (t.max_steps < 0) bad("train.max_steps", absl::StrCat("must be >= 0, got ", t.max_steps));
+  if (t.max_steps <= 0 && t.epochs < 1) {
+    bad("train.epochs", absl::StrCat("must be >= 1 unless train.max_steps > 0, got ", t.epochs));
+  } else if (t.epochs < 0) {
+    bad("train.epochs", absl::StrCat("must be >= 0, got ", t.epochs));
+  }
+  if (t.global_batch_size < 1) {
+    bad("train.global_batch_size", absl::StrCat("must be >= 1, got ", t.global_batch_size));
+  }
+  if (t.micro_batch_size < 1) {
+    bad("train.micro_batch_size", absl::StrCat("must be >= 1, got ", t.micro_batch_size));
+  }
+  if (t.global_batch_size >= 1 && t.micro_batch_size >= 1 &&
+      t.global_batch_size % t.micro_batch_size != 0) {
+    bad("train.global_batch_size",
+        absl::StrCat(t.global_batch_size, " is not a multiple of train.micro_batch_size (",
+                     t.micro_batch_size,
+                     "); gradient accumulation is derived as global_batch_size / "
+                     "(micro_batch_size x ranks), so it must divide evenly"));
+  }
+  if (!(t.lr > 0)) bad("train.lr", absl::StrCat("must be > 0, got ", t.lr));
+  check_enum("train.lr_schedule", t.lr_schedule, kLrSchedules);
+  if (!(t.warmup_ratio >= 0 && t.warmup_ratio < 1)) {
+    bad("train.warmup_ratio", absl::StrCat("must be in [0, 1), got ", t.warmup_ratio));
+  }
+  if (t.warmup_steps < 0) {
+    bad("train.warmup_steps", absl::StrCat("must be >= 0, got ", t.warmup_steps));
+  } else if (t.max_steps > 0 && t.warmup_steps >= t.max_steps) {
+    bad("train.warmup_steps",
+        absl::StrCat(t.warmup_steps, " must be below train.max_steps (", t.max_steps, ")"));
+  }
+  if (!(t.weight_decay >= 0)) {
+    bad("train.weight_decay", absl::StrCat("must be >= 0, got ", t.weight_decay));
+  }
+  if (!(t.adam_beta1 >= 0 && t.adam_beta1 < 1 && t.adam_beta2 >= 0 && t.adam_beta2 < 1)) {
+    bad("train.adam_betas",
+        absl::StrCat("each beta must be in [0, 1), got [", t.adam_beta1, ", ", t.adam_beta2, "]"));
+  }
+  if (!(t.adam_eps > 0)) bad("train.adam_eps", absl::StrCat("must be > 0, got ", t.adam_eps));
+  if (!(t.max_grad_norm >= 0)) {
+    bad("train.max_grad_norm",
+        absl::StrCat("must be >= 0 (0 disables clipping), got ", t.max_grad_norm));
+  }
+  check_enum("train.precision", t.precision, kPrecisions);
+  check_enum("train.device", t.device, kDevices);
+  if (t.eval_batch_size < 1) {
+    bad("train.eval_batch_size", absl::StrCat("must be >= 1, got ", t.eval_batch_size));
+  }
+  if (t.log_every_steps < 0) {
+    bad("train.log_every_steps",
+        absl::StrCat("must be >= 0 (0 = every few seconds), got ", t.log_every_steps));
+  }
+
+  // output
+  if (s.output.dir.empty()) bad("output.dir", "is required");
+  if (s.output.checkpoint_every_steps < 0) {
+    bad("output.checkpoint_every_steps",
+        absl::StrCat("must be >= 0 (0 = no periodic checkpoints), got ",
+                     s.output.checkpoint_every_steps));
+  }
+  if (s.output.keep_checkpoints < 1) {
+    bad("output.keep_checkpoints", absl::StrCat("must be >= 1, got ", s.output.keep_checkpoints));
+  }
+
+  // distributed
+  const DistributedSpec& d = s.distributed;
+  if (d.min_nodes < 1 || d.max_nodes < d.min_nodes) {
+    bad("distributed.nodes",
+        absl::StrCat("needs 1 <= MIN <= MAX, got ", d.min_nodes, ":", d.max_nodes));
+  }
+  int procs = 0;
+  if (d.procs_per_node != "auto" && !(absl::SimpleAtoi(d.procs_per_node, &procs) && procs >= 1)) {
+    bad("distributed.procs_per_node",
+        absl::StrCat("must be auto or a positive integer, got '", d.procs_per_node, "'"));
+  }
+  check_enum("distributed.sharding", d.sharding, kShardings);
+  check_enum("distributed.compression", d.compression, kCompressions);
+  check_enum("distributed.backend", d.backend, kBackends);
+  if (d.backend == "nccl" && t.device == "cpu") {
+    bad("distributed.backend", "nccl needs train.device cuda (or auto); CPU ranks use gloo");
+  }
+
+  if (s.restart.max_restarts < 0) {
+    bad("restart.max_restarts", absl::StrCat("must be >= 0, got ", s.restart.max_restarts));
+  }
+}
+
+std::string Resolve(const std::string& path, const std::string& base_dir) {
+  if (path.empty() || base_dir.empty()) return path;
+  std::filesystem::path p(path);
+  if (p.is_absolute()) return path;
+  return (std::filesystem::path(base_dir) / p).lexically_normal().string();
+}
+
+// --- emitting ---
+
+template <typename T>
+std::string ShortestText(T v) {
+  // Shortest text that parses back to the same value, so the recorded spec is exact and clean.
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  if (ec != std::errc()) return absl::StrCat(v);
+  return std::string(buf, end);
+}
+
+// Plain scalars only where YAML cannot read them as anything else; quoted otherwise.
+void EmitString(YAML::Emitter& out, const std::string& s) {
+  static const std::vector<absl::string_view> kReserved = {"null", "true", "false", "yes", "no",
+                                                           "on",   "off",  "y",     "n",   "~"};
+  bool plain =
+      !s.empty() && (absl::ascii_isalpha(s[0]) || s[0] == '/' || s[0] == '_') &&
+      std::all_of(s.begin(), s.end(),
+                  [](char c) {
+                    return absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.' || c == '/';
+                  }) &&
+      !IsOneOf(absl::AsciiStrToLower(s), kReserved);
+  if (plain) {
+    out << s;
+  } else {
+    out << YAML::DoubleQuoted << s;
+  }
+}
+
+void Key(YAML::Emitter& out, absl::string_view key) { out << YAML::Key << std::string(key); }
+
+void KeyString(YAML::Emitter& out, absl::string_view key, const std::string& v) {
+  Key(out, key);
+  out << YAML::Value;
+  EmitString(out, v);
+}
+
+template <typename T>
+void KeyNumber(YAML::Emitter& out, absl::string_view key, T v) {
+  Key(out, key);
+  out << YAML::Value << ShortestText(v);
+}
+
+void KeyBool(YAML::Emitter& out, absl::string_view key, bool v) {
+  Key(out, key);
+  out << YAML::Value << (v ? "true" : "false");
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, std::string_view source,
+                                     std::string_view base_dir) {
+  JobSpec spec;
+  spec.source = std::string(source);
+  Errors errors(spec.source);
+
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    errors.Add(&e.mark, absl::StrCat("invalid YAML: ", e.msg));
+    return errors.ToStatus();
+  }
+  if (docs.empty() || docs[0].IsNull()) {
+    errors.Add(nullptr, "the job spec is empty");
+    return errors.ToStatus();
+  }
+  if (docs.size() > 1) {
+    const YAML::Mark second = docs[1].Mark();
+    errors.Add(&second, "more than one YAML document ('---'); a job file holds one job");
+  }
+
+  Marks marks;
+  MapReader root(docs[0], "", docs[0].Mark(), errors, marks);
+  root.Get("name", &spec.name, ToString);
+  ParseModel(root, spec, errors, marks);
+  ParseData(root, spec, errors, marks);
+  ParseTrain(root, spec, errors, marks);
+  ParseOutput(root, spec, errors, marks);
+  ParseDistributed(root, spec, errors, marks);
+  ParseRestart(root, spec, errors, marks);
+  root.ReportUnknown();
+  // Range checks on half-read values would only repeat the type errors already reported.
+  if (!errors.empty()) return errors.ToStatus();
+
+  ModelSpec& m = spec.model;
+  const std::string base(base_dir);
+  m.init_from = Resolve(m.init_from, base);
+  m.vocab = Resolve(m.vocab, base);
+  spec.data.train = Resolve(spec.data.train, base);
+  spec.data.eval = Resolve(spec.data.eval, base);
+  spec.output.dir = Resolve(spec.output.dir, base);
+
+  Validate(spec, &marks, errors);
+  RM_RETURN_IF_ERROR(errors.ToStatus());
+  return spec;
+}
+
+absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
+  RM_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxJobFileBytes));
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot make absolute: ", ec.message()));
+  }
+  return ParseJobSpec(text, path, abs.parent_path().string());
+}
+
+absl::Status ValidateJobSpec(const JobSpec& spec) {
+  Errors errors(spec.source.empty() ? "job spec" : spec.source);
+  Validate(spec, nullptr, errors);
+  return errors.ToStatus();
+}
+
+std::string JobSpecToYaml(const JobSpec& s) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  KeyString(out, "name", s.name);
+
+  Key(out, "model");
+  out << YAML::Value << YAML::BeginMap;
+  const ModelSpec& m = s.model;
+  if (!m.init_from.empty()) KeyString(out, "init_from", m.init_from);
+  if (m.has_config) {
+    const BertConfig& c = m.config;
+    Key(out, "config");
+    out << YAML::Value << YAML::BeginMap;
+    if (c.vocab_size != 0) KeyNumber(out, "vocab_size", c.vocab_size);
+    KeyNumber(out, "hidden_size", c.hidden_size);
+    KeyNumber(out, "num_hidden_layers", c.num_hidden_layers);
+    KeyNumber(out, "num_attention_heads", c.num_attention_heads);
+    KeyNumber(out, "intermediate_size", c.intermediate_size);
+    KeyNumber(out, "max_position_embeddings", c.max_position_embeddings);
+    KeyNumber(out, "type_vocab_size", c.type_vocab_size);
+    KeyNumber(out, "pad_token_id", c.pad_token_id);
+    KeyNumber(out, "hidden_dropout_prob", c.hidden_dropout_prob);
+    KeyNumber(out, "attention_probs_dropout_prob", c.attention_probs_dropout_prob);
+    KeyNumber(out, "layer_norm_eps", c.layer_norm_eps);
+    KeyNumber(out, "initializer_range", c.initializer_range);
+    KeyString(out, "hidden_act", c.hidden_act);
+    out << YAML::EndMap;
+    KeyString(out, "vocab", m.vocab);
+  } else if (!m.vocab.empty()) {
+    KeyString(out, "vocab", m.vocab);  // invalid, but written as-is rather than dropped
+  }
+  KeyBool(out, "do_lower_case", m.do_lower_case);
+  KeyNumber(out, "num_labels", m.num_labels);
+  if (m.hidden_dropout_prob) KeyNumber(out, "hidden_dropout_prob", *m.hidden_dropout_prob);
+  if (m.attention_probs_dropout_prob) {
+    KeyNumber(out, "attention_probs_dropout_prob", *m.attention_probs_dropout_prob);
+  }
+  out << YAML::EndMap;
+
+  Key(out, "data");
+  out << YAML::Value << YAML::BeginMap;
+  KeyString(out, "train", s.data.train);
+  if (!s.data.eval.empty()) KeyString(out, "eval", s.data.eval);
+  KeyNumber(out, "max_seq_len", s.data.max_seq_len);
+  KeyBool(out, "shuffle", s.data.shuffle);
+  out << YAML::EndMap;
+
+  const TrainSpec& t = s.train;
+  Key(out, "train");
+  out << YAML::Value << YAML::BeginMap;
+  KeyNumber(out, "epochs", t.epochs);
+  KeyNumber(out, "max_steps", t.max_steps);
+  KeyNumber(out, "global_batch_size", t.global_batch_size);
+  KeyNumber(out, "micro_batch_size", t.micro_batch_size);
+  KeyNumber(out, "lr", t.lr);
+  KeyString(out, "lr_schedule", t.lr_schedule);
+  KeyNumber(out, "warmup_ratio", t.warmup_ratio);
+  KeyNumber(out, "warmup_steps", t.warmup_steps);
+  KeyNumber(out, "weight_decay", t.weight_decay);
+  Key(out, "adam_betas");
+  out << YAML::Value << YAML::Flow << YAML::BeginSeq << ShortestText(t.adam_beta1)
+      << ShortestText(t.adam_beta2) << YAML::EndSeq;
+  KeyNumber(out, "adam_eps", t.adam_eps);
+  KeyNumber(out, "max_grad_norm", t.max_grad_norm);
+  KeyString(out, "precision", t.precision);
+  KeyString(out, "device", t.device);
+  KeyNumber(out, "seed", t.seed);
+  KeyNumber(out, "eval_batch_size", t.eval_batch_size);
+  KeyNumber(out, "log_every_steps", t.log_every_steps);
+  out << YAML::EndMap;
+
+  Key(out, "output");
+  out << YAML::Value << YAML::BeginMap;
+  KeyString(out, "dir", s.output.dir);
+  KeyNumber(out, "checkpoint_every_steps", s.output.checkpoint_every_steps);
+  KeyNumber(out, "keep_checkpoints", s.output.keep_checkpoints);
+  out << YAML::EndMap;
+
+  const DistributedSpec& d = s.distributed;
+  Key(out, "distributed");
+  out << YAML::Value << YAML::BeginMap;
+  Key(out, "nodes");
+  out << YAML::Value << YAML::DoubleQuoted
+      << (d.min_nodes == d.max_nodes ? absl::StrCat(d.min_nodes)
+                                     : absl::StrCat(d.min_nodes, ":", d.max_nodes));
+  KeyString(out, "procs_per_node", d.procs_per_node);
+  KeyString(out, "sharding", d.sharding);
+  KeyString(out, "compression", d.compression);
+  KeyString(out, "backend", d.backend);
+  out << YAML::EndMap;
+
+  Key(out, "restart");
+  out << YAML::Value << YAML::BeginMap;
+  KeyNumber(out, "max_restarts", s.restart.max_restarts);
+  out << YAML::EndMap;
+
+  out << YAML::EndMap;
+  return absl::StrCat(out.c_str(), "\n");
+}
+
+}  // namespace ringmaster::trainer

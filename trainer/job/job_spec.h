@@ -1,0 +1,110 @@
+// The job spec: the YAML file a user writes (DESIGN.md, "Job spec (YAML)"), parsed strictly.
+//
+// Strict because a typo in a training job is expensive: `lrr: 1e-3` silently ignored would
+// cost a whole run. Unknown keys, duplicated keys, wrong types and out-of-range values are
+// errors naming the file, line, column and key path, e.g.
+//   job.yaml:12:3: unknown key 'train.lrr'
+// All problems found are reported together, one per line, so one edit fixes them all.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/model/bert_config.h"
+
+namespace ringmaster::trainer {
+
+struct ModelSpec {
+  // A Hugging Face model directory (config.json, model.safetensors, vocab.txt), or empty.
+  std::string init_from;
+  // True when `model.config:` was given (train from scratch). Exactly one of init_from/config.
+  bool has_config = false;
+  // From `model.config:` (HF config.json field names). config.vocab_size == 0 means it was not
+  // written: the caller sets it to the number of lines in `vocab` (and validates again).
+  // config.num_labels mirrors `num_labels`.
+  BertConfig config;
+  std::string vocab;  // vocab.txt; required with config, refused with init_from
+  bool do_lower_case = true;
+  int num_labels = 2;
+  // Overrides of the dropout in init_from's config.json. With `config:` they are folded into
+  // `config` during parsing and these stay empty.
+  std::optional<float> hidden_dropout_prob, attention_probs_dropout_prob;
+};
+
+struct DataSpec {
+  std::string train, eval;  // SST-2 style TSV; eval empty = no evaluation
+  int max_seq_len = 128;
+  bool shuffle = true;
+};
+
+struct TrainSpec {
+  int epochs = 3;
+  int64_t max_steps = 0;  // > 0 wins over epochs
+  int global_batch_size = 32;
+  int micro_batch_size = 16;
+  double lr = 2e-5;
+  std::string lr_schedule = "linear";  // linear | constant
+  double warmup_ratio = 0.0;
+  int64_t warmup_steps = 0;  // > 0 wins over warmup_ratio
+  double weight_decay = 0.01;
+  double adam_beta1 = 0.9, adam_beta2 = 0.999;  // YAML: adam_betas: [b1, b2]
+  double adam_eps = 1e-8;
+  double max_grad_norm = 1.0;      // 0 disables clipping
+  std::string precision = "auto";  // auto | fp32 | fp16 | bf16
+  std::string device = "cpu";      // cpu | cuda | auto
+  uint64_t seed = 42;
+  int eval_batch_size = 64;
+  int64_t log_every_steps = 0;  // 0 = time based
+};
+
+struct OutputSpec {
+  std::string dir;
+  int64_t checkpoint_every_steps = 500;  // 0 = no periodic checkpoints
+  int keep_checkpoints = 3;
+};
+
+struct DistributedSpec {
+  int min_nodes = 1, max_nodes = 1;     // YAML: nodes: N | "MIN:MAX"
+  std::string procs_per_node = "auto";  // "auto" or a positive integer in decimal
+  std::string sharding = "no_shard";    // full_shard | shard_grad_op | no_shard | hybrid_shard
+  std::string compression = "none";     // auto | none | fp16 | bf16 | int8 | powersgd
+  std::string backend = "auto";         // auto | nccl | gloo
+};
+
+struct RestartSpec {
+  int max_restarts = 3;  // for the whole job, not per node
+};
+
+struct JobSpec {
+  std::string name = "job";
+  ModelSpec model;
+  DataSpec data;
+  TrainSpec train;
+  OutputSpec output;
+  DistributedSpec distributed;
+  RestartSpec restart;
+  std::string source;  // file name for messages
+};
+
+// Parses YAML text. `source` names the file in errors. Relative paths (model.init_from,
+// model.vocab, data.train, data.eval, output.dir) are resolved against `base_dir` (the job
+// file's directory; empty leaves them as written), so a job means the same thing wherever it is
+// submitted from. Runs ValidateJobSpec's checks, with line numbers.
+absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, std::string_view source,
+                                     std::string_view base_dir);
+
+// Reads and parses `path`; relative paths in it are resolved against its (absolute) directory.
+absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
+
+// Cross-field and range checks, for specs built or edited in code. Errors name spec.source.
+absl::Status ValidateJobSpec(const JobSpec& spec);
+
+// YAML that ParseJobSpec reads back to the same spec (every field written out, paths as
+// resolved); recorded in run directories so a run says exactly what it did.
+std::string JobSpecToYaml(const JobSpec& spec);
+
+}  // namespace ringmaster::trainer

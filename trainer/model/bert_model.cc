@@ -1,0 +1,383 @@
+#include "trainer/model/bert_model.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "trainer/model/cpu_ops.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+// Spec indices inside the layout (see MakeBertParamLayout).
+enum Emb { kWord = 0, kPos, kType, kEmbLnW, kEmbLnB, kEmbCount };
+enum Layer {
+  kQW = 0, kKW, kVW, kQB, kKB, kVB, kAoW, kAoB, kLn1W, kLn1B, kInW, kInB, kOutW, kOutB, kLn2W,
+  kLn2B, kLayerCount
+};
+enum Head { kPoolW = 0, kPoolB, kClsW, kClsB };
+
+constexpr int LayerIndex(int l, int k) { return kEmbCount + kLayerCount * l + k; }
+
+// Dropout seeds per site: distinct streams for every layer and place.
+uint64_t SiteSeed(uint64_t seed, int layer, int site) {
+  return cpu::Mix64(seed ^ cpu::Mix64(static_cast<uint64_t>(layer) * 16 + site + 1));
+}
+
+}  // namespace
+
+template <typename T>
+BertModel<T>::BertModel(const BertConfig& config, const ParamLayout& layout) : config_(config) {
+  offsets_.reserve(layout.specs.size());
+  for (const ParamSpec& s : layout.specs) offsets_.push_back(s.offset);
+  layers_.resize(config.num_hidden_layers);
+}
+
+template <typename T>
+void BertModel<T>::Resize(int B, int S) {
+  const size_t H = config_.hidden_size, I = config_.intermediate_size;
+  const size_t NH = config_.num_attention_heads;
+  const size_t N = static_cast<size_t>(B) * S;
+  B_ = B;
+  S_ = S;
+  auto fit = [](std::vector<T>& v, size_t n) {
+    if (v.size() != n) v.resize(n);
+  };
+  const bool hp = hidden_p_ > 0, ap = attn_p_ > 0;
+  fit(emb_sum_, N * H);
+  fit(emb_mean_, N);
+  fit(emb_rstd_, N);
+  fit(emb_mask_, hp ? N * H : 0);
+  for (LayerActs& a : layers_) {
+    fit(a.x, N * H);
+    fit(a.qkv, N * 3 * H);
+    fit(a.probs, B * NH * S * S);
+    fit(a.probs_mask, ap ? B * NH * S * S : 0);
+    fit(a.ctx, N * H);
+    fit(a.attn_mask, hp ? N * H : 0);
+    fit(a.ln1_in, N * H);
+    fit(a.ln1_mean, N);
+    fit(a.ln1_rstd, N);
+    fit(a.h1, N * H);
+    fit(a.u, N * I);
+    fit(a.g, N * I);
+    fit(a.ffn_mask, hp ? N * H : 0);
+    fit(a.ln2_in, N * H);
+    fit(a.ln2_mean, N);
+    fit(a.ln2_rstd, N);
+  }
+  fit(final_, N * H);
+  fit(cls_, B * H);
+  fit(pooled_, B * H);
+  fit(pooled_mask_, hp ? B * H : 0);
+  fit(pooled_d_, B * H);
+  fit(logits_, static_cast<size_t>(B) * config_.num_labels);
+  fit(sample_losses_, B);
+  fit(mask_bias_, N);
+}
+
+template <typename T>
+void BertModel<T>::AttentionForward(const LayerActs& a, LayerActs* out, bool training,
+                                    uint64_t seed) {
+  const int S = S_, H = config_.hidden_size, NH = config_.num_attention_heads;
+  const int D = config_.head_dim();
+  const T scale = T(1) / std::sqrt(static_cast<T>(D));
+  const bool drop = training && attn_p_ > 0;
+#pragma omp parallel
+  {
+    std::vector<T> pd(drop ? static_cast<size_t>(S) * S : 0);
+#pragma omp for schedule(static)
+    for (int bh = 0; bh < B_ * NH; ++bh) {
+      const int b = bh / NH, h = bh % NH;
+      const T* q = a.qkv.data() + static_cast<size_t>(b) * S * 3 * H + h * D;
+      const T* k = q + H;
+      const T* v = q + 2 * H;
+      T* probs = out->probs.data() + static_cast<size_t>(bh) * S * S;
+      cpu::Gemm<T>(false, true, S, S, D, T(1), q, 3 * H, k, 3 * H, T(0), probs, S);
+      cpu::MaskedSoftmaxForward<T>(probs, mask_bias_.data() + static_cast<size_t>(b) * S, S,
+                                   scale);
+      const T* p_used = probs;
+      if (drop) {
+        T* mask = out->probs_mask.data() + static_cast<size_t>(bh) * S * S;
+        const T keep_scale = T(1) / (T(1) - T(attn_p_));
+        const uint64_t s = cpu::Mix64(seed ^ static_cast<uint64_t>(bh));
+        for (size_t i = 0; i < pd.size(); ++i) {
+          mask[i] = cpu::UniformAt(s, i) >= attn_p_ ? keep_scale : T(0);
+          pd[i] = probs[i] * mask[i];
+        }
+        p_used = pd.data();
+      }
+      T* ctx = out->ctx.data() + static_cast<size_t>(b) * S * H + h * D;
+      cpu::Gemm<T>(false, false, S, D, S, T(1), p_used, S, v, 3 * H, T(0), ctx, H);
+    }
+  }
+}
+
+template <typename T>
+void BertModel<T>::AttentionBackward(const LayerActs& a, const T* dctx, T* dqkv) {
+  const int S = S_, H = config_.hidden_size, NH = config_.num_attention_heads;
+  const int D = config_.head_dim();
+  const T scale = T(1) / std::sqrt(static_cast<T>(D));
+  const bool drop = training_ && attn_p_ > 0;
+#pragma omp parallel
+  {
+    std::vector<T> dp(static_cast<size_t>(S) * S);
+    std::vector<T> pd(drop ? static_cast<size_t>(S) * S : 0);
+#pragma omp for schedule(static)
+    for (int bh = 0; bh < B_ * NH; ++bh) {
+      const int b = bh / NH, h = bh % NH;
+      const size_t row0 = static_cast<size_t>(b) * S;
+      const T* q = a.qkv.data() + row0 * 3 * H + h * D;
+      const T* k = q + H;
+      const T* v = q + 2 * H;
+      T* dq = dqkv + row0 * 3 * H + h * D;
+      T* dk = dq + H;
+      T* dv = dq + 2 * H;
+      const T* dc = dctx + row0 * H + h * D;
+      const T* probs = a.probs.data() + static_cast<size_t>(bh) * S * S;
+      const T* mask = drop ? a.probs_mask.data() + static_cast<size_t>(bh) * S * S : nullptr;
+      const T* p_used = probs;
+      if (drop) {
+        for (size_t i = 0; i < pd.size(); ++i) pd[i] = probs[i] * mask[i];
+        p_used = pd.data();
+      }
+      // dV = P_dᵀ · dctx ; dP_d = dctx · Vᵀ
+      cpu::Gemm<T>(true, false, S, D, S, T(1), p_used, S, dc, H, T(0), dv, 3 * H);
+      cpu::Gemm<T>(false, true, S, S, D, T(1), dc, H, v, 3 * H, T(0), dp.data(), S);
+      if (drop) {
+        for (size_t i = 0; i < dp.size(); ++i) dp[i] *= mask[i];
+      }
+      cpu::MaskedSoftmaxBackward<T>(probs, dp.data(), S, scale);
+      // dQ = dS · K ; dK = dSᵀ · Q
+      cpu::Gemm<T>(false, false, S, D, S, T(1), dp.data(), S, k, 3 * H, T(0), dq, 3 * H);
+      cpu::Gemm<T>(true, false, S, D, S, T(1), dp.data(), S, q, 3 * H, T(0), dk, 3 * H);
+    }
+  }
+}
+
+template <typename T>
+T BertModel<T>::Forward(const T* params, const BertInputs& in, bool training,
+                        uint64_t dropout_seed) {
+  const int B = in.batch, S = in.seq;
+  const int H = config_.hidden_size, I = config_.intermediate_size, C = config_.num_labels;
+  const size_t N = static_cast<size_t>(B) * S;
+  training_ = training;
+  hidden_p_ = training ? config_.hidden_dropout_prob : 0.0f;
+  attn_p_ = training ? config_.attention_probs_dropout_prob : 0.0f;
+  Resize(B, S);
+
+  ids_.assign(in.input_ids, in.input_ids + N);
+  if (in.token_type_ids != nullptr) {
+    types_.assign(in.token_type_ids, in.token_type_ids + N);
+  } else {
+    types_.assign(N, 0);
+  }
+  const T neg = std::numeric_limits<T>::lowest();
+  for (size_t i = 0; i < N; ++i) {
+    const float m = in.attention_mask != nullptr ? in.attention_mask[i] : 1.0f;
+    mask_bias_[i] = (T(1) - T(m)) * neg;
+  }
+
+  // Embeddings: word + position + token type → LayerNorm → dropout.
+  const T* word = P(params, kWord);
+  const T* pos = P(params, kPos);
+  const T* type = P(params, kType);
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < N; ++r) {
+    const int s = static_cast<int>(r % S);
+    const T* w = word + static_cast<size_t>(ids_[r]) * H;
+    const T* p = pos + static_cast<size_t>(s) * H;
+    const T* t = type + static_cast<size_t>(types_[r]) * H;
+    T* o = emb_sum_.data() + r * H;
+    for (int j = 0; j < H; ++j) o[j] = w[j] + p[j] + t[j];
+  }
+  LayerActs* first = &layers_[0];
+  cpu::LayerNormForward<T>(emb_sum_.data(), P(params, kEmbLnW), P(params, kEmbLnB),
+                           first->x.data(), emb_mean_.data(), emb_rstd_.data(),
+                           static_cast<int>(N), H, static_cast<T>(config_.layer_norm_eps));
+  cpu::DropoutForward<T>(first->x.data(), emb_mask_.data(), N * H, hidden_p_,
+                         SiteSeed(dropout_seed, 0, 0));
+
+  for (int l = 0; l < config_.num_hidden_layers; ++l) {
+    LayerActs& a = layers_[l];
+    T* out = l + 1 < config_.num_hidden_layers ? layers_[l + 1].x.data() : final_.data();
+    const int n = static_cast<int>(N);
+    cpu::LinearForward<T>(a.x.data(), P(params, LayerIndex(l, kQW)),
+                          P(params, LayerIndex(l, kQB)), a.qkv.data(), n, H, 3 * H);
+    AttentionForward(a, &a, training, SiteSeed(dropout_seed, l + 1, 1));
+    // Attention output dense → dropout → residual → LayerNorm.
+    cpu::LinearForward<T>(a.ctx.data(), P(params, LayerIndex(l, kAoW)),
+                          P(params, LayerIndex(l, kAoB)), a.ln1_in.data(), n, H, H);
+    cpu::DropoutForward<T>(a.ln1_in.data(), a.attn_mask.data(), N * H, hidden_p_,
+                           SiteSeed(dropout_seed, l + 1, 2));
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < N * H; ++i) a.ln1_in[i] += a.x[i];
+    cpu::LayerNormForward<T>(a.ln1_in.data(), P(params, LayerIndex(l, kLn1W)),
+                             P(params, LayerIndex(l, kLn1B)), a.h1.data(), a.ln1_mean.data(),
+                             a.ln1_rstd.data(), n, H, static_cast<T>(config_.layer_norm_eps));
+    // Feed-forward: dense → GELU → dense → dropout → residual → LayerNorm.
+    cpu::LinearForward<T>(a.h1.data(), P(params, LayerIndex(l, kInW)),
+                          P(params, LayerIndex(l, kInB)), a.u.data(), n, H, I);
+    cpu::GeluForward<T>(a.u.data(), a.g.data(), N * I);
+    cpu::LinearForward<T>(a.g.data(), P(params, LayerIndex(l, kOutW)),
+                          P(params, LayerIndex(l, kOutB)), a.ln2_in.data(), n, I, H);
+    cpu::DropoutForward<T>(a.ln2_in.data(), a.ffn_mask.data(), N * H, hidden_p_,
+                           SiteSeed(dropout_seed, l + 1, 3));
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < N * H; ++i) a.ln2_in[i] += a.h1[i];
+    cpu::LayerNormForward<T>(a.ln2_in.data(), P(params, LayerIndex(l, kLn2W)),
+                             P(params, LayerIndex(l, kLn2B)), out, a.ln2_mean.data(),
+                             a.ln2_rstd.data(), n, H, static_cast<T>(config_.layer_norm_eps));
+  }
+
+  // Pooler on [CLS] (row 0 of each sequence) → tanh → dropout → classifier.
+  const int head = kEmbCount + kLayerCount * config_.num_hidden_layers;
+  for (int b = 0; b < B; ++b) {
+    std::copy_n(final_.data() + static_cast<size_t>(b) * S * H, H,
+                cls_.data() + static_cast<size_t>(b) * H);
+  }
+  cpu::LinearForward<T>(cls_.data(), P(params, head + kPoolW), P(params, head + kPoolB),
+                        pooled_.data(), B, H, H);
+  for (T& x : pooled_) x = std::tanh(x);
+  pooled_d_ = pooled_;
+  cpu::DropoutForward<T>(pooled_d_.data(), pooled_mask_.data(), pooled_d_.size(), hidden_p_,
+                         SiteSeed(dropout_seed, config_.num_hidden_layers + 1, 4));
+  cpu::LinearForward<T>(pooled_d_.data(), P(params, head + kClsW), P(params, head + kClsB),
+                        logits_.data(), B, H, C);
+
+  if (in.labels == nullptr) {
+    labels_.clear();
+    return T(0);
+  }
+  labels_.assign(in.labels, in.labels + B);
+  T total = 0;
+  for (int b = 0; b < B; ++b) {
+    const T* z = logits_.data() + static_cast<size_t>(b) * C;
+    T loss;
+    if (C == 1) {
+      const T d = z[0] - labels_[b];
+      loss = d * d;
+    } else {
+      const T mx = *std::max_element(z, z + C);
+      T sum = 0;
+      for (int c = 0; c < C; ++c) sum += std::exp(z[c] - mx);
+      loss = std::log(sum) + mx - z[static_cast<int>(labels_[b])];
+    }
+    sample_losses_[b] = loss;
+    total += loss;
+  }
+  return total / B;
+}
+
+template <typename T>
+void BertModel<T>::Backward(const T* params, T* grads, T loss_weight) {
+  const int B = B_, S = S_;
+  const int H = config_.hidden_size, I = config_.intermediate_size, C = config_.num_labels;
+  const size_t N = static_cast<size_t>(B) * S;
+  const int n = static_cast<int>(N);
+  const int head = kEmbCount + kLayerCount * config_.num_hidden_layers;
+  auto G = [&](int index) { return grads + offsets_[index]; };
+
+  // d(loss_weight · mean loss)/d logits.
+  std::vector<T> dlogits(static_cast<size_t>(B) * C);
+  for (int b = 0; b < B; ++b) {
+    const T* z = logits_.data() + static_cast<size_t>(b) * C;
+    T* dz = dlogits.data() + static_cast<size_t>(b) * C;
+    if (C == 1) {
+      dz[0] = T(2) * (z[0] - labels_[b]) * loss_weight / B;
+    } else {
+      const T mx = *std::max_element(z, z + C);
+      T sum = 0;
+      for (int c = 0; c < C; ++c) sum += std::exp(z[c] - mx);
+      for (int c = 0; c < C; ++c) dz[c] = std::exp(z[c] - mx) / sum * loss_weight / B;
+      dz[static_cast<int>(labels_[b])] -= loss_weight / B;
+    }
+  }
+  std::vector<T> dpooled(static_cast<size_t>(B) * H);
+  cpu::LinearBackward<T>(dlogits.data(), pooled_d_.data(), P(params, head + kClsW),
+                         dpooled.data(), G(head + kClsW), G(head + kClsB), B, H, C);
+  cpu::DropoutBackward<T>(dpooled.data(), pooled_mask_.data(), dpooled.size(), hidden_p_);
+  for (size_t i = 0; i < dpooled.size(); ++i) dpooled[i] *= T(1) - pooled_[i] * pooled_[i];
+  std::vector<T> dcls(static_cast<size_t>(B) * H);
+  cpu::LinearBackward<T>(dpooled.data(), cls_.data(), P(params, head + kPoolW), dcls.data(),
+                         G(head + kPoolW), G(head + kPoolB), B, H, H);
+
+  // dX: gradient w.r.t. the current layer's output, (N, H).
+  dA_.assign(N * H, T(0));
+  dB_.resize(N * H);
+  dC_.resize(N * H);
+  dI_.resize(N * I);
+  dqkv_.resize(N * 3 * H);
+  for (int b = 0; b < B; ++b) {
+    std::copy_n(dcls.data() + static_cast<size_t>(b) * H, H,
+                dA_.data() + static_cast<size_t>(b) * S * H);
+  }
+  const T* empty = nullptr;
+  for (int l = config_.num_hidden_layers - 1; l >= 0; --l) {
+    LayerActs& a = layers_[l];
+    // Output LayerNorm: dA (dout) → dB (d ln2_in). ln2_in = dropout(ffn) + h1.
+    cpu::LayerNormBackward<T>(dA_.data(), a.ln2_in.data(), P(params, LayerIndex(l, kLn2W)),
+                              a.ln2_mean.data(), a.ln2_rstd.data(), dB_.data(),
+                              G(LayerIndex(l, kLn2W)), G(LayerIndex(l, kLn2B)), n, H);
+    // dA ← d h1 (residual part), dC ← d ffn output (through dropout).
+    std::copy(dB_.begin(), dB_.end(), dA_.begin());
+    std::copy(dB_.begin(), dB_.end(), dC_.begin());
+    cpu::DropoutBackward<T>(dC_.data(), hidden_p_ > 0 ? a.ffn_mask.data() : empty, N * H,
+                            hidden_p_);
+    cpu::LinearBackward<T>(dC_.data(), a.g.data(), P(params, LayerIndex(l, kOutW)), dI_.data(),
+                           G(LayerIndex(l, kOutW)), G(LayerIndex(l, kOutB)), n, I, H);
+    cpu::GeluBackward<T>(dI_.data(), a.u.data(), dI_.data(), N * I);
+    cpu::LinearBackward<T>(dI_.data(), a.h1.data(), P(params, LayerIndex(l, kInW)), dA_.data(),
+                           G(LayerIndex(l, kInW)), G(LayerIndex(l, kInB)), n, H, I,
+                           /*accumulate_dx=*/true);
+    // Attention LayerNorm: dA (d h1) → dB (d ln1_in). ln1_in = dropout(attn dense) + x.
+    cpu::LayerNormBackward<T>(dA_.data(), a.ln1_in.data(), P(params, LayerIndex(l, kLn1W)),
+                              a.ln1_mean.data(), a.ln1_rstd.data(), dB_.data(),
+                              G(LayerIndex(l, kLn1W)), G(LayerIndex(l, kLn1B)), n, H);
+    std::copy(dB_.begin(), dB_.end(), dA_.begin());  // residual into dx
+    cpu::DropoutBackward<T>(dB_.data(), hidden_p_ > 0 ? a.attn_mask.data() : empty, N * H,
+                            hidden_p_);
+    cpu::LinearBackward<T>(dB_.data(), a.ctx.data(), P(params, LayerIndex(l, kAoW)), dC_.data(),
+                           G(LayerIndex(l, kAoW)), G(LayerIndex(l, kAoB)), n, H, H);
+    AttentionBackward(a, dC_.data(), dqkv_.data());
+    // Q, K, V weights and biases are adjacent: one [3H, H] weight and one [3H] bias.
+    cpu::LinearBackward<T>(dqkv_.data(), a.x.data(), P(params, LayerIndex(l, kQW)), dA_.data(),
+                           G(LayerIndex(l, kQW)), G(LayerIndex(l, kQB)), n, H, 3 * H,
+                           /*accumulate_dx=*/true);
+  }
+
+  // Embeddings: dropout → LayerNorm → scatter into the three tables.
+  cpu::DropoutBackward<T>(dA_.data(), hidden_p_ > 0 ? emb_mask_.data() : empty, N * H,
+                          hidden_p_);
+  cpu::LayerNormBackward<T>(dA_.data(), emb_sum_.data(), P(params, kEmbLnW), emb_mean_.data(),
+                            emb_rstd_.data(), dB_.data(), G(kEmbLnW), G(kEmbLnB), n, H);
+  T* gword = G(kWord);
+  T* gpos = G(kPos);
+  T* gtype = G(kType);
+  // Rows are split by hidden column so threads never write the same element.
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int j0 = H * t / nt, j1 = H * (t + 1) / nt;
+    for (size_t r = 0; r < N; ++r) {
+      const T* d = dB_.data() + r * H;
+      const int s = static_cast<int>(r % S);
+      // nn.Embedding(padding_idx=pad_token_id): the padding row gets no gradient.
+      T* w = ids_[r] == config_.pad_token_id ? nullptr : gword + static_cast<size_t>(ids_[r]) * H;
+      T* p = gpos + static_cast<size_t>(s) * H;
+      T* ty = gtype + static_cast<size_t>(types_[r]) * H;
+      for (int j = j0; j < j1; ++j) {
+        if (w != nullptr) w[j] += d[j];
+        p[j] += d[j];
+        ty[j] += d[j];
+      }
+    }
+  }
+}
+
+template class BertModel<float>;
+template class BertModel<double>;
+
+}  // namespace ringmaster::trainer

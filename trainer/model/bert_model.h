@@ -1,0 +1,85 @@
+// BertForSequenceClassification on the CPU: forward, loss and backward over a flat parameter
+// buffer laid out by MakeBertParamLayout. Instantiated for float (training) and double
+// (finite-difference gradient checks).
+//
+// Letters: B batch, S sequence, H hidden, NH heads, D head dim, I intermediate, C labels,
+// N = B·S rows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "trainer/model/bert_config.h"
+#include "trainer/model/bert_params.h"
+
+namespace ringmaster::trainer {
+
+struct BertInputs {
+  int batch = 0;
+  int seq = 0;
+  const int32_t* input_ids = nullptr;       // (B, S)
+  const int32_t* token_type_ids = nullptr;  // (B, S); null = all zeros
+  const float* attention_mask = nullptr;    // (B, S) 1 = token, 0 = padding; null = all ones
+  const float* labels = nullptr;            // (B) class ids (or targets when C == 1); null = no loss
+};
+
+template <typename T>
+class BertModel {
+ public:
+  BertModel(const BertConfig& config, const ParamLayout& layout);
+
+  // Runs the model. With `training`, dropout is active (masks derived from `dropout_seed`) and
+  // activations are kept for Backward. Returns the mean loss over the batch when labels are
+  // given (cross-entropy, or MSE when num_labels == 1), else 0.
+  T Forward(const T* params, const BertInputs& in, bool training, uint64_t dropout_seed);
+
+  // grads += loss_weight · ∂(mean loss)/∂params, for the last training Forward.
+  void Backward(const T* params, T* grads, T loss_weight);
+
+  const std::vector<T>& logits() const { return logits_; }  // (B, C)
+  // Per-sample losses of the last Forward (B).
+  const std::vector<T>& sample_losses() const { return sample_losses_; }
+
+ private:
+  struct LayerActs {
+    std::vector<T> x;           // (N, H) layer input
+    std::vector<T> qkv;         // (N, 3H)
+    std::vector<T> probs;       // (B, NH, S, S) softmax output, before dropout
+    std::vector<T> probs_mask;  // (B, NH, S, S) dropout mask (when p > 0)
+    std::vector<T> ctx;         // (N, H)
+    std::vector<T> attn_mask;   // (N, H) hidden dropout mask after attention output dense
+    std::vector<T> ln1_in, ln1_mean, ln1_rstd, h1;  // (N, H), (N), (N), (N, H)
+    std::vector<T> u, g;                            // (N, I) pre- and post-GELU
+    std::vector<T> ffn_mask;                        // (N, H)
+    std::vector<T> ln2_in, ln2_mean, ln2_rstd;      // (N, H), (N), (N)
+  };
+
+  const T* P(const T* params, int index) const { return params + offsets_[index]; }
+  void Resize(int B, int S);
+  void AttentionForward(const LayerActs& a, LayerActs* out, bool training, uint64_t seed);
+  void AttentionBackward(const LayerActs& a, const T* dctx, T* dqkv);
+
+  BertConfig config_;
+  std::vector<size_t> offsets_;  // per spec index, in layout order
+  int B_ = 0, S_ = 0;
+  bool training_ = false;
+  float hidden_p_ = 0, attn_p_ = 0;
+
+  // Activations.
+  std::vector<T> emb_sum_, emb_mean_, emb_rstd_, emb_mask_;  // (N, H), (N), (N), (N, H)
+  std::vector<LayerActs> layers_;
+  std::vector<T> final_;                    // (N, H) encoder output
+  std::vector<T> cls_, pooled_, pooled_mask_, pooled_d_;  // (B, H)
+  std::vector<T> logits_, sample_losses_;   // (B, C), (B)
+  std::vector<T> mask_bias_;                // (B, S) additive attention bias
+  std::vector<int32_t> ids_, types_;
+  std::vector<T> labels_;
+
+  // Scratch for backward.
+  std::vector<T> dA_, dB_, dC_, dI_, dqkv_;
+};
+
+extern template class BertModel<float>;
+extern template class BertModel<double>;
+
+}  // namespace ringmaster::trainer

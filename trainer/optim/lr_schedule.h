@@ -1,0 +1,23 @@
+// Learning-rate schedules as Hugging Face's get_linear_schedule_with_warmup / constant.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ringmaster::trainer {
+
+struct LrSchedule {
+  std::string kind = "linear";  // linear | constant
+  double base_lr = 2e-5;
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 1;
+
+  // Learning rate for optimizer step `step` (0-based: the first update uses LrAt(0), which is
+  // 0 under warmup, exactly as HF's LambdaLR before its first scheduler.step()).
+  double LrAt(int64_t step) const;
+};
+
+// HF TrainingArguments.get_warmup_steps: explicit steps win, else ceil(ratio · total).
+int64_t WarmupSteps(int64_t explicit_steps, double ratio, int64_t total_steps);
+
+}  // namespace ringmaster::trainer

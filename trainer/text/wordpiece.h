@@ -1,0 +1,87 @@
+// BERT WordPiece tokenization that reproduces Hugging Face's slow `BertTokenizer` (transformers
+// 4.40 on CPython 3.11) token for token, so that a model fine-tuned here sees the ids it would
+// see under HF. The pipeline, in HF's order:
+//   1. (uncased) lowercase every character except inside the literal special tokens;
+//   2. cut the literal special tokens [UNK] [SEP] [PAD] [CLS] [MASK] out of the text;
+//   3. per remaining piece: drop NUL, U+FFFD and control/format/unassigned/private-use
+//      characters, turn whitespace into spaces, put spaces around CJK ideographs, NFC, split on
+//      whitespace; per word: (uncased) lowercase, NFD and drop nonspacing marks, split off
+//      punctuation characters;
+//   4. WordPiece: greedy longest-match-first with "##" continuations; a word over 100 code
+//      points, or one with a part that matches nothing, becomes a single [UNK].
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+
+namespace ringmaster::trainer {
+
+struct SpecialTokenIds {
+  int32_t pad = -1, unk = -1, cls = -1, sep = -1, mask = -1;  // mask may stay -1
+};
+
+class WordPieceTokenizer {
+ public:
+  // Reads vocab.txt: one token per line, id = 0-based line number. Lines end at "\n", "\r\n" or
+  // "\r" (Python's universal newlines, which HF's load_vocab reads with); an empty line is the
+  // token "". Errors name the file: a missing or empty file, a line that is not UTF-8
+  // ("<path>:<line>: invalid UTF-8"), a vocab without [CLS], [SEP], [UNK] or [PAD].
+  static absl::StatusOr<WordPieceTokenizer> FromVocabFile(const std::string& path,
+                                                          bool do_lower_case);
+  // The same from tokens already split into lines; `source` names them in errors. When a token
+  // appears twice the later id wins for lookups (HF builds a dict), as with the file.
+  static absl::StatusOr<WordPieceTokenizer> FromVocabTokens(std::vector<std::string> tokens,
+                                                            bool do_lower_case,
+                                                            std::string_view source);
+
+  // Word pieces, without [CLS]/[SEP]. Literal special tokens in the text come out as themselves
+  // (a literal [MASK] as [UNK] when the vocab has no [MASK]). Ill-formed UTF-8 is read as
+  // U+FFFD, which the cleaning drops. Thread-safe: working buffers are per thread.
+  std::vector<std::string> Tokenize(std::string_view text) const;
+  std::vector<int32_t> TokenizeToIds(std::string_view text) const;
+  // [CLS] pieces [SEP], pieces cut from the end so that the result has at most `max_len` ids
+  // (max_len >= 2). Not padded.
+  std::vector<int32_t> Encode(std::string_view text, int max_len) const;
+
+  const SpecialTokenIds& special() const { return special_; }
+  int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }  // lines
+  const std::string& token(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
+  int32_t TokenId(std::string_view token) const;  // -1 when absent
+  bool do_lower_case() const { return do_lower_case_; }
+
+ private:
+  WordPieceTokenizer() = default;
+
+  // Calls emit(id) for each piece of `text`.
+  template <typename Emit>
+  void Run(std::string_view text, Emit&& emit) const;
+  template <typename Emit>
+  void RunSegment(std::string_view seg, Emit& emit) const;
+  template <typename Emit>
+  void RunAsciiChunk(std::string_view chunk, Emit& emit) const;
+  template <typename Emit>
+  void RunUnicodeChunk(std::string_view chunk, Emit& emit) const;
+  template <typename Emit>
+  void RunWord(std::string_view word, bool ascii, Emit& emit) const;
+  template <typename Emit>
+  void RunWordPiece(std::string_view piece, Emit& emit) const;
+
+  std::vector<std::string> tokens_;
+  absl::flat_hash_map<std::string, int32_t> vocab_;
+  SpecialTokenIds special_;
+  // Id for each literal special token in the text, in the order of kSpecialLiterals; [MASK]
+  // falls back to [UNK] when the vocab has none (HF would append it past the vocab instead).
+  int32_t literal_ids_[5] = {-1, -1, -1, -1, -1};
+  bool do_lower_case_ = true;
+  // Longest token in bytes, and longest "##" token without its "##": no match can be longer,
+  // so the greedy search starts there instead of at the end of a long word.
+  size_t max_token_bytes_ = 0;
+  size_t max_suffix_bytes_ = 0;
+};
+
+}  // namespace ringmaster::trainer

@@ -1,0 +1,87 @@
+// One-process training of a BertForSequenceClassification from a job spec: data, model,
+// AdamW with schedule and clipping, gradient accumulation, evaluation each epoch,
+// checkpoints with resume, and the final Hugging Face export.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/data/batcher.h"
+#include "trainer/job/job_spec.h"
+#include "trainer/model/bert_config.h"
+#include "trainer/model/bert_model.h"
+#include "trainer/model/bert_params.h"
+#include "trainer/optim/adamw.h"
+#include "trainer/optim/lr_schedule.h"
+#include "trainer/text/wordpiece.h"
+
+namespace ringmaster::trainer {
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = 0;  // classification only
+  int64_t examples = 0;
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  EvalResult eval;       // after the last epoch (examples == 0 without eval data)
+  std::string export_dir;
+  bool interrupted = false;  // stopped by a signal after checkpointing
+};
+
+// A model with its tokenizer, as loaded for training or prediction.
+struct LoadedModel {
+  BertConfig config;
+  ParamLayout layout;
+  std::vector<float> params;
+  std::string vocab_path;
+  bool do_lower_case = true;
+  std::unique_ptr<WordPieceTokenizer> tokenizer;
+};
+
+// From the job's model section: init_from (HF dir) or config + vocab (random init).
+absl::StatusOr<LoadedModel> LoadModelForJob(const JobSpec& job);
+// From a HF directory (predict).
+absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir);
+
+// Runs the model over `data` (in order) without dropout; logits (rows × C) into `logits`.
+EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
+                    const std::vector<EncodedExample>& data, int batch_size,
+                    std::vector<float>* logits);
+
+class Trainer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobSpec& job);
+
+  // Trains to the end (or until `stop` becomes true: then checkpoints and returns early).
+  absl::StatusOr<TrainResult> Run(const std::atomic<bool>* stop = nullptr);
+
+ private:
+  Trainer() = default;
+  absl::Status RestoreLatest();
+  absl::Status Checkpoint();
+  absl::Status AppendMetrics(int64_t step, double loss, double lr, double grad_norm);
+
+  JobSpec job_;
+  LoadedModel model_;
+  std::vector<EncodedExample> train_, eval_;
+  std::unique_ptr<BertModel<float>> net_;
+  std::unique_ptr<AdamW> opt_;
+  std::vector<float> grads_;
+  LrSchedule schedule_;
+  int accumulation_ = 1;
+  int64_t steps_per_epoch_ = 0;
+  int64_t total_steps_ = 0;
+  // Position.
+  int64_t step_ = 0;
+  int epoch_ = 0;
+  int64_t cursor_ = 0;
+  int64_t samples_seen_ = 0;
+};
+
+}  // namespace ringmaster::trainer
