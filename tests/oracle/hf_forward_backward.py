@@ -36,6 +36,10 @@ def main():
 
     check("logits", out.logits, ours["logits"], 1e-4, 1e-5)
     check("loss", out.loss.reshape(1), ours["loss"], 1e-4, 1e-6)
+    # Absolute tolerance from the largest gradient of the whole model: some gradients are
+    # mathematically zero (the key bias: softmax ignores a per-row constant) and only roundoff
+    # remains on both sides.
+    global_scale = max(p.grad.abs().max().item() for p in model.parameters() if p.grad is not None)
     n = 0
     for name, p in model.named_parameters():
         g = p.grad if p.grad is not None else torch.zeros_like(p)
@@ -43,8 +47,7 @@ def main():
         if key not in ours:
             bad.append(f"{key}: missing in our dump")
             continue
-        scale = max(g.abs().max().item(), 1e-8)
-        check(key, g, ours[key], 1e-3, 1e-4 * scale)
+        check(key, g, ours[key], 1e-3, 1e-5 * global_scale)
         n += 1
     if bad:
         print("MISMATCH:\n  " + "\n  ".join(bad))

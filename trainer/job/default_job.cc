@@ -24,13 +24,13 @@ data:
   max_seq_len: 64
   shuffle: true
 train:
-  epochs: 3
+  epochs: 8
   global_batch_size: 32
   micro_batch_size: 32
   # From scratch a small model wants a far larger step than fine-tuning's 2e-5.
   lr: 5.0e-4
   lr_schedule: linear
-  warmup_ratio: 0.1
+  warmup_ratio: 0.06
   weight_decay: 0.01
   seed: 42
 output:

@@ -26,12 +26,12 @@ TEST(DefaultJobTest, ParsesAndResolvesAgainstRunRoot) {
   EXPECT_EQ(spec->data.eval, "/r/runs/demo/data/dev.tsv");
   EXPECT_EQ(spec->data.max_seq_len, 64);
   EXPECT_TRUE(spec->data.shuffle);
-  EXPECT_EQ(spec->train.epochs, 3);
+  EXPECT_EQ(spec->train.epochs, 8);
   EXPECT_EQ(spec->train.global_batch_size, 32);
   EXPECT_EQ(spec->train.micro_batch_size, 32);
   EXPECT_DOUBLE_EQ(spec->train.lr, 5e-4);
   EXPECT_EQ(spec->train.lr_schedule, "linear");
-  EXPECT_DOUBLE_EQ(spec->train.warmup_ratio, 0.1);
+  EXPECT_DOUBLE_EQ(spec->train.warmup_ratio, 0.06);
   EXPECT_DOUBLE_EQ(spec->train.weight_decay, 0.01);
   EXPECT_EQ(spec->train.seed, 42u);
   EXPECT_EQ(spec->output.dir, "/r/runs/demo");
