@@ -14,7 +14,8 @@ namespace ringmaster {
 
 absl::Status ErrnoError(std::string_view what, std::string_view path) {
   int err = errno;
-  std::string msg = absl::StrCat(std::string(what), " ", std::string(path), ": ", std::strerror(err));
+  std::string msg =
+      absl::StrCat(std::string(what), " ", std::string(path), ": ", std::strerror(err));
   if (err == ENOENT) return absl::NotFoundError(msg);
   if (err == ENOSPC) return absl::ResourceExhaustedError(msg);
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
@@ -24,7 +25,7 @@ absl::Status ErrnoError(std::string_view what, std::string_view path) {
 absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError("cannot open", path);
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) {
     absl::Status s = ErrnoError("cannot stat", path);
     ::close(fd);
@@ -82,7 +83,8 @@ absl::Status FsyncFile(const std::string& path) {
 absl::Status MakeDirs(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create directory ", dir, ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot create directory ", dir, ": ", ec.message()));
   return absl::OkStatus();
 }
 

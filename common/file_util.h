@@ -10,8 +10,7 @@
 namespace ringmaster {
 
 // Reads a whole file; errors name the path. Files over `max_bytes` are refused.
-absl::StatusOr<std::string> ReadFile(const std::string& path,
-                                     size_t max_bytes = size_t{1} << 32);
+absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes = size_t{1} << 32);
 
 // Writes `data` to `path` so that a crash leaves either the old file or the new one:
 // writes `path.tmp.<pid>`, fsyncs it, renames it over `path`, fsyncs the directory.

@@ -8,9 +8,9 @@
 #define RM_CONCAT(a, b) RM_CONCAT_INNER(a, b)
 
 // Returns from the enclosing function when `expr` is not OK.
-#define RM_RETURN_IF_ERROR(expr)            \
-  do {                                      \
-    ::absl::Status rm_status_ = (expr);     \
+#define RM_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status rm_status_ = (expr);      \
     if (!rm_status_.ok()) return rm_status_; \
   } while (0)
 

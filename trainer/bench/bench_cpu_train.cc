@@ -27,8 +27,7 @@ namespace rt = ringmaster::trainer;
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 double PeakRssMiB() {
@@ -44,8 +43,8 @@ double MeasureSgemmPeak() {
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const double t0 = Now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
-                n, 0.0f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                0.0f, c.data(), n);
     best = std::max(best, 2.0 * n * n * n / (Now() - t0) / 1e9);
   }
   return best;
@@ -62,8 +61,8 @@ struct Row {
 
 double FlopsPerSample(const rt::BertConfig& c, int seq) {
   const double d = c.hidden_size, L = c.num_hidden_layers, I = c.intermediate_size;
-  const double non_embedding = L * (4 * d * d + 4 * d + 2 * d * I + d + I + 4 * d) +
-                               (d * d + d) + (d * c.num_labels + c.num_labels);
+  const double non_embedding = L * (4 * d * d + 4 * d + 2 * d * I + d + I + 4 * d) + (d * d + d) +
+                               (d * c.num_labels + c.num_labels);
   return (6 * non_embedding + 12 * L * d * seq) * seq;
 }
 

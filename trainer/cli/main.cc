@@ -94,8 +94,7 @@ absl::Status Train(const Args& a) {
     RM_ASSIGN_OR_RETURN(job, rt::ParseJobSpec(rt::DefaultDemoJobYaml(), "<embedded demo job>",
                                               fs::current_path().string()));
     const std::string data_dir = fs::path(job.data.train).parent_path().string();
-    if (!fs::exists(job.data.train) || !fs::exists(job.data.eval) ||
-        !fs::exists(job.model.vocab)) {
+    if (!fs::exists(job.data.train) || !fs::exists(job.data.eval) || !fs::exists(job.model.vocab)) {
       ringmaster::LogInfo(absl::StrCat("generating the demo dataset in ", data_dir));
       RM_RETURN_IF_ERROR(rt::WriteSentimentDataset(data_dir, 42, 8000, 1000));
     }
@@ -128,8 +127,7 @@ absl::Status Predict(const Args& a) {
   RM_ASSIGN_OR_RETURN(rt::LoadedModel m, rt::LoadModelDir(a.values.at("--model")));
   RM_ASSIGN_OR_RETURN(int max_len, IntFlag(a, "--max-len", 128, 2));
   max_len = std::min(max_len, m.config.max_position_embeddings);
-  RM_ASSIGN_OR_RETURN(std::vector<rt::Example> rows,
-                      rt::ReadTsvForPredict(a.values.at("--input")));
+  RM_ASSIGN_OR_RETURN(std::vector<rt::Example> rows, rt::ReadTsvForPredict(a.values.at("--input")));
   std::vector<rt::EncodedExample> data =
       rt::EncodeAll(rows, [&](std::string_view s) { return m.tokenizer->Encode(s, max_len); });
   for (auto& e : data) e.label = 0;  // predict ignores labels
@@ -196,8 +194,8 @@ int main(int argc, char** argv) {
     args = ParseArgs(argc, argv, 2, {"--config", "--device"}, {});
     if (args.ok()) s = Train(*args);
   } else if (cmd == "predict") {
-    args = ParseArgs(argc, argv, 2, {"--model", "--input", "--output", "--max-len", "--device"},
-                     {});
+    args =
+        ParseArgs(argc, argv, 2, {"--model", "--input", "--output", "--max-len", "--device"}, {});
     if (args.ok()) s = Predict(*args);
   } else if (cmd == "tokenize") {
     args = ParseArgs(argc, argv, 2, {"--vocab", "--max-len"}, {"--cased"});

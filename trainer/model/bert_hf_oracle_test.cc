@@ -25,8 +25,8 @@ bool HavePythonOracle() {
 
 void RunCase(int num_labels) {
   if (!HavePythonOracle()) GTEST_SKIP() << "python with torch + transformers not available";
-  const fs::path dir = fs::temp_directory_path() /
-                       ("rm_oracle_" + std::to_string(::getpid()) + "_" + std::to_string(num_labels));
+  const fs::path dir = fs::temp_directory_path() / ("rm_oracle_" + std::to_string(::getpid()) +
+                                                    "_" + std::to_string(num_labels));
   fs::remove_all(dir);
   fs::create_directories(dir);
   BertConfig c;
@@ -47,7 +47,8 @@ void RunCase(int num_labels) {
   // Non-trivial LayerNorm parameters and biases.
   for (const ParamSpec& s : layout.specs) {
     if (s.init != ParamInit::kNormal) {
-      for (size_t i = 0; i < s.numel; ++i) params[s.offset + i] += 0.05f * std::sin(1.0f + i + s.offset);
+      for (size_t i = 0; i < s.numel; ++i)
+        params[s.offset + i] += 0.05f * std::sin(1.0f + i + s.offset);
     }
   }
   // vocab.txt for the export (the tokenizer is not used here).
@@ -62,15 +63,14 @@ void RunCase(int num_labels) {
                                (dir / "vocab_src.txt").string(), true)
                   .ok());
   const int B = 3, S = 7;
-  std::vector<int32_t> ids = {2, 7, 9, 11, 3, 0, 0,  2, 5, 6, 3, 0, 0, 0,  2, 8, 12, 13, 14, 15, 3};
-  std::vector<int32_t> types = {0, 0, 0, 0, 0, 0, 0,  0, 0, 1, 1, 0, 0, 0,  0, 0, 0, 1, 1, 1, 1};
-  std::vector<float> mask = {1, 1, 1, 1, 1, 0, 0,  1, 1, 1, 1, 0, 0, 0,  1, 1, 1, 1, 1, 1, 1};
-  std::vector<float> labels = num_labels == 1 ? std::vector<float>{0.5f, -1.0f, 2.0f}
-                                              : std::vector<float>{1, 0, 2};
+  std::vector<int32_t> ids = {2, 7, 9, 11, 3, 0, 0, 2, 5, 6, 3, 0, 0, 0, 2, 8, 12, 13, 14, 15, 3};
+  std::vector<int32_t> types = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
+  std::vector<float> mask = {1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1};
+  std::vector<float> labels =
+      num_labels == 1 ? std::vector<float>{0.5f, -1.0f, 2.0f} : std::vector<float>{1, 0, 2};
   BertModel<float> model(c, layout);
-  const float loss =
-      model.Forward(params.data(), {B, S, ids.data(), types.data(), mask.data(), labels.data()},
-                    true, 0);
+  const float loss = model.Forward(
+      params.data(), {B, S, ids.data(), types.data(), mask.data(), labels.data()}, true, 0);
   std::vector<float> grads(layout.total, 0.0f);
   model.Backward(params.data(), grads.data(), 1.0f);
 
@@ -81,18 +81,17 @@ void RunCase(int num_labels) {
   t.push_back({"token_type_ids", DType::kI64, {B, S}, types64.data(), types64.size() * 8});
   t.push_back({"attention_mask", DType::kF32, {B, S}, mask.data(), mask.size() * 4});
   t.push_back({"labels", DType::kF32, {B}, labels.data(), labels.size() * 4});
-  t.push_back({"logits", DType::kF32, {B, num_labels}, model.logits().data(),
-               model.logits().size() * 4});
+  t.push_back(
+      {"logits", DType::kF32, {B, num_labels}, model.logits().data(), model.logits().size() * 4});
   t.push_back({"loss", DType::kF32, {1}, loss_v.data(), 4});
   for (const ParamSpec& s : layout.specs) {
     t.push_back({"grad." + s.name, DType::kF32, s.shape, grads.data() + s.offset, s.numel * 4});
   }
   ASSERT_TRUE(WriteSafetensors((dir / "ours.safetensors").string(), t).ok());
-  const std::string cmd = std::string(std::getenv("RINGMASTER_PYTHON")) + " " +
-                          std::getenv("RINGMASTER_SOURCE_DIR") +
-                          "/tests/oracle/hf_forward_backward.py --model " +
-                          (dir / "model").string() + " --ours " +
-                          (dir / "ours.safetensors").string();
+  const std::string cmd =
+      std::string(std::getenv("RINGMASTER_PYTHON")) + " " + std::getenv("RINGMASTER_SOURCE_DIR") +
+      "/tests/oracle/hf_forward_backward.py --model " + (dir / "model").string() + " --ours " +
+      (dir / "ours.safetensors").string();
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << "python oracle reported a mismatch (see output above)";
   fs::remove_all(dir);

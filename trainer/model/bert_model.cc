@@ -14,8 +14,23 @@ namespace {
 // Spec indices inside the layout (see MakeBertParamLayout).
 enum Emb { kWord = 0, kPos, kType, kEmbLnW, kEmbLnB, kEmbCount };
 enum Layer {
-  kQW = 0, kKW, kVW, kQB, kKB, kVB, kAoW, kAoB, kLn1W, kLn1B, kInW, kInB, kOutW, kOutB, kLn2W,
-  kLn2B, kLayerCount
+  kQW = 0,
+  kKW,
+  kVW,
+  kQB,
+  kKB,
+  kVB,
+  kAoW,
+  kAoB,
+  kLn1W,
+  kLn1B,
+  kInW,
+  kInB,
+  kOutW,
+  kOutB,
+  kLn2W,
+  kLn2B,
+  kLayerCount
 };
 enum Head { kPoolW = 0, kPoolB, kClsW, kClsB };
 
@@ -96,8 +111,7 @@ void BertModel<T>::AttentionForward(const LayerActs& a, LayerActs* out, bool tra
       const T* v = q + 2 * H;
       T* probs = out->probs.data() + static_cast<size_t>(bh) * S * S;
       cpu::Gemm<T>(false, true, S, S, D, T(1), q, 3 * H, k, 3 * H, T(0), probs, S);
-      cpu::MaskedSoftmaxForward<T>(probs, mask_bias_.data() + static_cast<size_t>(b) * S, S,
-                                   scale);
+      cpu::MaskedSoftmaxForward<T>(probs, mask_bias_.data() + static_cast<size_t>(b) * S, S, scale);
       const T* p_used = probs;
       if (drop) {
         T* mask = out->probs_mask.data() + static_cast<size_t>(bh) * S * S;
@@ -194,9 +208,9 @@ T BertModel<T>::Forward(const T* params, const BertInputs& in, bool training,
     for (int j = 0; j < H; ++j) o[j] = w[j] + p[j] + t[j];
   }
   LayerActs* first = &layers_[0];
-  cpu::LayerNormForward<T>(emb_sum_.data(), P(params, kEmbLnW), P(params, kEmbLnB),
-                           first->x.data(), emb_mean_.data(), emb_rstd_.data(),
-                           static_cast<int>(N), H, static_cast<T>(config_.layer_norm_eps));
+  cpu::LayerNormForward<T>(emb_sum_.data(), P(params, kEmbLnW), P(params, kEmbLnB), first->x.data(),
+                           emb_mean_.data(), emb_rstd_.data(), static_cast<int>(N), H,
+                           static_cast<T>(config_.layer_norm_eps));
   cpu::DropoutForward<T>(first->x.data(), emb_mask_.data(), N * H, hidden_p_,
                          SiteSeed(dropout_seed, 0, 0));
 
@@ -204,8 +218,8 @@ T BertModel<T>::Forward(const T* params, const BertInputs& in, bool training,
     LayerActs& a = layers_[l];
     T* out = l + 1 < config_.num_hidden_layers ? layers_[l + 1].x.data() : final_.data();
     const int n = static_cast<int>(N);
-    cpu::LinearForward<T>(a.x.data(), P(params, LayerIndex(l, kQW)),
-                          P(params, LayerIndex(l, kQB)), a.qkv.data(), n, H, 3 * H);
+    cpu::LinearForward<T>(a.x.data(), P(params, LayerIndex(l, kQW)), P(params, LayerIndex(l, kQB)),
+                          a.qkv.data(), n, H, 3 * H);
     AttentionForward(a, &a, training, SiteSeed(dropout_seed, l + 1, 1));
     // Attention output dense → dropout → residual → LayerNorm.
     cpu::LinearForward<T>(a.ctx.data(), P(params, LayerIndex(l, kAoW)),
@@ -296,8 +310,8 @@ void BertModel<T>::Backward(const T* params, T* grads, T loss_weight) {
     }
   }
   std::vector<T> dpooled(static_cast<size_t>(B) * H);
-  cpu::LinearBackward<T>(dlogits.data(), pooled_d_.data(), P(params, head + kClsW),
-                         dpooled.data(), G(head + kClsW), G(head + kClsB), B, H, C);
+  cpu::LinearBackward<T>(dlogits.data(), pooled_d_.data(), P(params, head + kClsW), dpooled.data(),
+                         G(head + kClsW), G(head + kClsB), B, H, C);
   cpu::DropoutBackward<T>(dpooled.data(), pooled_mask_.data(), dpooled.size(), hidden_p_);
   for (size_t i = 0; i < dpooled.size(); ++i) dpooled[i] *= T(1) - pooled_[i] * pooled_[i];
   std::vector<T> dcls(static_cast<size_t>(B) * H);
@@ -349,8 +363,7 @@ void BertModel<T>::Backward(const T* params, T* grads, T loss_weight) {
   }
 
   // Embeddings: dropout → LayerNorm → scatter into the three tables.
-  cpu::DropoutBackward<T>(dA_.data(), hidden_p_ > 0 ? emb_mask_.data() : empty, N * H,
-                          hidden_p_);
+  cpu::DropoutBackward<T>(dA_.data(), hidden_p_ > 0 ? emb_mask_.data() : empty, N * H, hidden_p_);
   cpu::LayerNormBackward<T>(dA_.data(), emb_sum_.data(), P(params, kEmbLnW), emb_mean_.data(),
                             emb_rstd_.data(), dB_.data(), G(kEmbLnW), G(kEmbLnB), n, H);
   T* gword = G(kWord);

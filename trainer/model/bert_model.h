@@ -20,7 +20,7 @@ struct BertInputs {
   const int32_t* input_ids = nullptr;       // (B, S)
   const int32_t* token_type_ids = nullptr;  // (B, S); null = all zeros
   const float* attention_mask = nullptr;    // (B, S) 1 = token, 0 = padding; null = all ones
-  const float* labels = nullptr;            // (B) class ids (or targets when C == 1); null = no loss
+  const float* labels = nullptr;  // (B) class ids (or targets when C == 1); null = no loss
 };
 
 template <typename T>
@@ -68,10 +68,10 @@ class BertModel {
   // Activations.
   std::vector<T> emb_sum_, emb_mean_, emb_rstd_, emb_mask_;  // (N, H), (N), (N), (N, H)
   std::vector<LayerActs> layers_;
-  std::vector<T> final_;                    // (N, H) encoder output
+  std::vector<T> final_;                                  // (N, H) encoder output
   std::vector<T> cls_, pooled_, pooled_mask_, pooled_d_;  // (B, H)
-  std::vector<T> logits_, sample_losses_;   // (B, C), (B)
-  std::vector<T> mask_bias_;                // (B, S) additive attention bias
+  std::vector<T> logits_, sample_losses_;                 // (B, C), (B)
+  std::vector<T> mask_bias_;                              // (B, S) additive attention bias
   std::vector<int32_t> ids_, types_;
   std::vector<T> labels_;
 

@@ -34,9 +34,7 @@ struct Case {
   std::vector<int32_t> types{0, 0, 1, 1, 0, 0, 0, 1, 0, 0};
   std::vector<float> mask{1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
   std::vector<float> labels;
-  BertInputs Inputs() const {
-    return {B, S, ids.data(), types.data(), mask.data(), labels.data()};
-  }
+  BertInputs Inputs() const { return {B, S, ids.data(), types.data(), mask.data(), labels.data()}; }
 };
 
 void CheckGradients(int num_labels, float dropout) {

@@ -15,13 +15,13 @@ namespace ringmaster::trainer {
 enum class ParamInit { kNormal, kZeros, kOnes };
 
 struct ParamSpec {
-  std::string name;            // HF tensor name, e.g. "bert.encoder.layer.0.attention.self.query.weight"
+  std::string name;  // HF tensor name, e.g. "bert.encoder.layer.0.attention.self.query.weight"
   std::vector<int64_t> shape;  // HF shape; Linear weights are [out, in]
   size_t offset = 0;           // into the flat buffer, in floats
   size_t numel = 0;
-  bool weight_decay = true;    // false for biases and LayerNorm parameters
+  bool weight_decay = true;  // false for biases and LayerNorm parameters
   ParamInit init = ParamInit::kNormal;
-  int unit = 0;                // 0 = embeddings, 1..L = layers, L+1 = pooler + classifier
+  int unit = 0;  // 0 = embeddings, 1..L = layers, L+1 = pooler + classifier
 };
 
 struct ParamLayout {

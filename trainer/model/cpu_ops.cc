@@ -15,8 +15,8 @@ inline void BlasGemm(bool ta, bool tb, int M, int N, int K, float alpha, const f
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
               K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
-inline void BlasGemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A,
-                     int lda, const double* B, int ldb, double beta, double* C, int ldc) {
+inline void BlasGemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda,
+                     const double* B, int ldb, double beta, double* C, int ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
               K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -46,8 +46,8 @@ void AddColumnSums(const T* x, T* out, int N, int H) {
 }  // namespace
 
 template <typename T>
-void Gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda,
-          const T* B, int ldb, T beta, T* C, int ldc) {
+void Gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda, const T* B,
+          int ldb, T beta, T* C, int ldc) {
   BlasGemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -93,8 +93,8 @@ void LayerNormForward(const T* x, const T* gamma, const T* beta, T* y, T* mean, 
 }
 
 template <typename T>
-void LayerNormBackward(const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd,
-                       T* dx, T* dgamma, T* dbeta, int N, int H) {
+void LayerNormBackward(const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd, T* dx,
+                       T* dgamma, T* dbeta, int N, int H) {
   const int threads = std::min(omp_get_max_threads(), std::max(1, N / 32));
   std::vector<T> partial(static_cast<size_t>(threads) * 2 * H, T(0));
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -206,19 +206,18 @@ void MaskedSoftmaxBackward(const T* probs, T* dprobs, int S, T scale) {
   }
 }
 
-#define RM_INSTANTIATE(T)                                                                       \
-  template void Gemm<T>(bool, bool, int, int, int, T, const T*, int, const T*, int, T, T*, int); \
-  template void LinearForward<T>(const T*, const T*, const T*, T*, int, int, int);              \
-  template void LinearBackward<T>(const T*, const T*, const T*, T*, T*, T*, int, int, int,      \
-                                  bool);                                                        \
-  template void LayerNormForward<T>(const T*, const T*, const T*, T*, T*, T*, int, int, T);     \
-  template void LayerNormBackward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*,  \
-                                     T*, int, int);                                             \
-  template void GeluForward<T>(const T*, T*, size_t);                                           \
-  template void GeluBackward<T>(const T*, const T*, T*, size_t);                                \
-  template void DropoutForward<T>(T*, T*, size_t, float, uint64_t);                             \
-  template void DropoutBackward<T>(T*, const T*, size_t, float);                                \
-  template void MaskedSoftmaxForward<T>(T*, const T*, int, T);                                  \
+#define RM_INSTANTIATE(T)                                                                          \
+  template void Gemm<T>(bool, bool, int, int, int, T, const T*, int, const T*, int, T, T*, int);   \
+  template void LinearForward<T>(const T*, const T*, const T*, T*, int, int, int);                 \
+  template void LinearBackward<T>(const T*, const T*, const T*, T*, T*, T*, int, int, int, bool);  \
+  template void LayerNormForward<T>(const T*, const T*, const T*, T*, T*, T*, int, int, T);        \
+  template void LayerNormBackward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, T*, \
+                                     int, int);                                                    \
+  template void GeluForward<T>(const T*, T*, size_t);                                              \
+  template void GeluBackward<T>(const T*, const T*, T*, size_t);                                   \
+  template void DropoutForward<T>(T*, T*, size_t, float, uint64_t);                                \
+  template void DropoutBackward<T>(T*, const T*, size_t, float);                                   \
+  template void MaskedSoftmaxForward<T>(T*, const T*, int, T);                                     \
   template void MaskedSoftmaxBackward<T>(const T*, T*, int, T);
 
 RM_INSTANTIATE(float)

@@ -12,8 +12,8 @@ namespace ringmaster::trainer::cpu {
 
 // C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, through OpenBLAS.
 template <typename T>
-void Gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda,
-          const T* B, int ldb, T beta, T* C, int ldc);
+void Gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda, const T* B,
+          int ldb, T beta, T* C, int ldc);
 
 // y[N,out] = x[N,in]·Wᵀ + b (b may be null).
 template <typename T>
@@ -31,8 +31,8 @@ void LayerNormForward(const T* x, const T* gamma, const T* beta, T* y, T* mean, 
                       int H, T eps);
 // dx = LN'(dy) (overwrites), dgamma/dbeta accumulate.
 template <typename T>
-void LayerNormBackward(const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd,
-                       T* dx, T* dgamma, T* dbeta, int N, int H);
+void LayerNormBackward(const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd, T* dx,
+                       T* dgamma, T* dbeta, int N, int H);
 
 // Exact GELU: x·Φ(x) = 0.5·x·(1 + erf(x/√2)).
 template <typename T>

@@ -7,7 +7,8 @@ namespace ringmaster::trainer {
 
 double LrSchedule::LrAt(int64_t step) const {
   if (step < warmup_steps) {
-    return base_lr * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup_steps));
+    return base_lr * static_cast<double>(step) /
+           static_cast<double>(std::max<int64_t>(1, warmup_steps));
   }
   if (kind == "constant") return base_lr;
   const double left = static_cast<double>(total_steps - step);

@@ -28,8 +28,8 @@ absl::Status WriteTensors(const std::string& path, const ParamLayout& layout,
   std::vector<TensorToWrite> tensors;
   for (const auto& [prefix, base] : groups) {
     for (const ParamSpec& s : layout.specs) {
-      tensors.push_back({prefix + s.name, DType::kF32, s.shape, base + s.offset,
-                         s.numel * sizeof(float)});
+      tensors.push_back(
+          {prefix + s.name, DType::kF32, s.shape, base + s.offset, s.numel * sizeof(float)});
     }
   }
   return WriteSafetensors(path, tensors);
@@ -68,8 +68,8 @@ std::string LayoutFingerprint(const ParamLayout& layout) {
 }
 
 absl::Status SaveCheckpoint(const std::string& output_dir, const ParamLayout& layout,
-                            const TrainerState& state, const float* params,
-                            const float* exp_avg, const float* exp_avg_sq, int keep) {
+                            const TrainerState& state, const float* params, const float* exp_avg,
+                            const float* exp_avg_sq, int keep) {
   const std::string root = CheckpointRoot(output_dir);
   RM_RETURN_IF_ERROR(MakeDirs(root));
   const std::string name = absl::StrFormat("step-%08d", state.step);
@@ -78,8 +78,8 @@ absl::Status SaveCheckpoint(const std::string& output_dir, const ParamLayout& la
   std::error_code ec;
   fs::remove_all(tmp, ec);
   RM_RETURN_IF_ERROR(MakeDirs(tmp));
-  absl::Status s = WriteTensors((fs::path(tmp) / "model.safetensors").string(), layout,
-                                {{"", params}});
+  absl::Status s =
+      WriteTensors((fs::path(tmp) / "model.safetensors").string(), layout, {{"", params}});
   if (s.ok()) {
     s = WriteTensors((fs::path(tmp) / "optimizer.safetensors").string(), layout,
                      {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}});
@@ -97,9 +97,9 @@ absl::Status SaveCheckpoint(const std::string& output_dir, const ParamLayout& la
   if (s.ok()) s = FsyncDir(tmp);
   if (!s.ok()) {
     fs::remove_all(tmp, ec);
-    return absl::Status(s.code(), absl::StrCat("checkpoint at step ", state.step,
-                                               " not written (the previous one is intact): ",
-                                               s.message()));
+    return absl::Status(s.code(),
+                        absl::StrCat("checkpoint at step ", state.step,
+                                     " not written (the previous one is intact): ", s.message()));
   }
   if (fs::exists(final_dir)) {
     // Same step saved again (e.g. a resumed run's final save): replace it.
@@ -159,9 +159,9 @@ absl::StatusOr<CheckpointData> LoadCheckpoint(const std::string& dir, const Para
     return absl::DataLossError(absl::StrCat(state_path, ": ", e.what()));
   }
   if (d.state.fingerprint != LayoutFingerprint(layout)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(dir, ": checkpoint is of another model (", d.state.fingerprint,
-                     ") than this job's (", LayoutFingerprint(layout), ")"));
+    return absl::FailedPreconditionError(absl::StrCat(dir, ": checkpoint is of another model (",
+                                                      d.state.fingerprint, ") than this job's (",
+                                                      LayoutFingerprint(layout), ")"));
   }
   RM_RETURN_IF_ERROR(
       ReadTensors((fs::path(dir) / "model.safetensors").string(), layout, "", &d.params));

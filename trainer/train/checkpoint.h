@@ -38,8 +38,8 @@ struct CheckpointData {
 
 // Writes checkpoints/step-<step>/ under `output_dir`, then deletes the oldest beyond `keep`.
 absl::Status SaveCheckpoint(const std::string& output_dir, const ParamLayout& layout,
-                            const TrainerState& state, const float* params,
-                            const float* exp_avg, const float* exp_avg_sq, int keep);
+                            const TrainerState& state, const float* params, const float* exp_avg,
+                            const float* exp_avg_sq, int keep);
 
 // Complete checkpoint directories under `output_dir`, oldest first.
 std::vector<std::string> ListCheckpoints(const std::string& output_dir);

@@ -40,8 +40,8 @@ uint64_t DropoutSeed(uint64_t seed, int64_t step, int micro) {
 }
 
 absl::StatusOr<std::vector<EncodedExample>> LoadEncoded(const std::string& path, int num_labels,
-                                                       const WordPieceTokenizer& tok,
-                                                       int max_len) {
+                                                        const WordPieceTokenizer& tok,
+                                                        int max_len) {
   RM_ASSIGN_OR_RETURN(std::vector<Example> rows, ReadTsv(path, num_labels));
   if (rows.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows"));
   return EncodeAll(rows, [&](std::string_view s) { return tok.Encode(s, max_len); });
@@ -102,9 +102,9 @@ absl::StatusOr<LoadedModel> LoadModelForJob(const JobSpec& job) {
     InitBertParams(m.config, m.layout, job.train.seed, m.params.data());
   }
   if (tok.vocab_size() > m.config.vocab_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(m.vocab_path, ": vocab has ", tok.vocab_size(),
-                     " tokens but the model's vocab_size is ", m.config.vocab_size));
+    return absl::InvalidArgumentError(absl::StrCat(m.vocab_path, ": vocab has ", tok.vocab_size(),
+                                                   " tokens but the model's vocab_size is ",
+                                                   m.config.vocab_size));
   }
   m.tokenizer = std::make_unique<WordPieceTokenizer>(std::move(tok));
   return m;
@@ -160,11 +160,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job) {
   }
   t->accumulation_ = job.train.global_batch_size / job.train.micro_batch_size;
   const int64_t micro_per_epoch = static_cast<int64_t>(
-      PlanEpoch(t->train_, job.train.micro_batch_size, job.data.shuffle, job.train.seed, 0)
-          .size());
+      PlanEpoch(t->train_, job.train.micro_batch_size, job.data.shuffle, job.train.seed, 0).size());
   t->steps_per_epoch_ = (micro_per_epoch + t->accumulation_ - 1) / t->accumulation_;
-  t->total_steps_ = job.train.max_steps > 0 ? job.train.max_steps
-                                            : t->steps_per_epoch_ * job.train.epochs;
+  t->total_steps_ =
+      job.train.max_steps > 0 ? job.train.max_steps : t->steps_per_epoch_ * job.train.epochs;
   t->schedule_.kind = job.train.lr_schedule;
   t->schedule_.base_lr = job.train.lr;
   t->schedule_.total_steps = t->total_steps_;
@@ -172,12 +171,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job) {
       WarmupSteps(job.train.warmup_steps, job.train.warmup_ratio, t->total_steps_);
   t->net_ = std::make_unique<BertModel<float>>(t->model_.config, t->model_.layout);
   t->opt_ = std::make_unique<AdamW>(
-      t->model_.layout, AdamWOptions{job.train.adam_beta1, job.train.adam_beta2,
-                                     job.train.adam_eps, job.train.weight_decay});
+      t->model_.layout, AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,
+                                     job.train.weight_decay});
   t->grads_.assign(t->model_.layout.total, 0.0f);
   RM_RETURN_IF_ERROR(MakeDirs(job.output.dir));
-  RM_RETURN_IF_ERROR(WriteFileAtomic((fs::path(job.output.dir) / "job.yaml").string(),
-                                     JobSpecToYaml(job)));
+  RM_RETURN_IF_ERROR(
+      WriteFileAtomic((fs::path(job.output.dir) / "job.yaml").string(), JobSpecToYaml(job)));
   return t;
 }
 
@@ -192,9 +191,9 @@ absl::Status Trainer::RestoreLatest() {
       continue;
     }
     if (d->state.seed != job_.train.seed) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(*it, ": checkpoint was written with seed ", d->state.seed,
-                       " but the job has seed ", job_.train.seed));
+      return absl::FailedPreconditionError(absl::StrCat(*it, ": checkpoint was written with seed ",
+                                                        d->state.seed, " but the job has seed ",
+                                                        job_.train.seed));
     }
     model_.params = std::move(d->params);
     opt_->exp_avg() = std::move(d->exp_avg);
@@ -230,8 +229,8 @@ absl::Status Trainer::RestoreLatest() {
 }
 
 absl::Status Trainer::Checkpoint() {
-  TrainerState s{step_, epoch_, cursor_, samples_seen_, job_.train.seed,
-                 LayoutFingerprint(model_.layout)};
+  TrainerState s{step_,         epoch_,          cursor_,
+                 samples_seen_, job_.train.seed, LayoutFingerprint(model_.layout)};
   return SaveCheckpoint(job_.output.dir, model_.layout, s, model_.params.data(),
                         opt_->exp_avg().data(), opt_->exp_avg_sq().data(),
                         job_.output.keep_checkpoints);
@@ -241,8 +240,8 @@ absl::Status Trainer::AppendMetrics(int64_t step, double loss, double lr, double
   const std::string path = (fs::path(job_.output.dir) / "metrics.jsonl").string();
   std::ofstream f(path, std::ios::app);
   if (!f) return absl::InternalError(absl::StrCat("cannot append to ", path));
-  nlohmann::json j = {{"step", step}, {"epoch", epoch_ + 1}, {"loss", loss}, {"lr", lr},
-                      {"grad_norm", grad_norm}};
+  nlohmann::json j = {
+      {"step", step}, {"epoch", epoch_ + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}};
   f << j.dump() << "\n";
   return absl::OkStatus();
 }
@@ -286,8 +285,7 @@ absl::StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
           return absl::InternalError(
               absl::StrCat("loss is ", loss, " at step ", step_ + 1, " (fp32): stopping"));
         }
-        const double norm =
-            ClipGradNorm(grads_.data(), grads_.size(), job_.train.max_grad_norm);
+        const double norm = ClipGradNorm(grads_.data(), grads_.size(), job_.train.max_grad_norm);
         const double lr = schedule_.LrAt(step_);
         opt_->Step(model_.params.data(), grads_.data(), lr);
         ++step_;
@@ -302,8 +300,7 @@ absl::StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
             progress.Message(absl::StrFormat("epoch %d: eval loss %.4f accuracy %.4f (%d rows)",
                                              epoch_ + 1, result.eval.loss, result.eval.accuracy,
                                              result.eval.examples));
-            std::ofstream f((fs::path(job_.output.dir) / "metrics.jsonl").string(),
-                            std::ios::app);
+            std::ofstream f((fs::path(job_.output.dir) / "metrics.jsonl").string(), std::ios::app);
             f << nlohmann::json({{"step", step_},
                                  {"epoch", epoch_ + 1},
                                  {"eval_loss", result.eval.loss},

@@ -29,7 +29,7 @@ struct EvalResult {
 
 struct TrainResult {
   int64_t steps = 0;
-  EvalResult eval;       // after the last epoch (examples == 0 without eval data)
+  EvalResult eval;  // after the last epoch (examples == 0 without eval data)
   std::string export_dir;
   bool interrupted = false;  // stopped by a signal after checkpointing
 };
