@@ -4,12 +4,19 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
+#include "trainer/cuda/counter_rng.cuh"
 #include "trainer/cuda/kernels.h"
+#include "trainer/model/bert_config.h"
+#include "trainer/model/bert_params.h"
 #include "trainer/model/cpu_ops.h"
+#include "trainer/optim/adamw.h"
 
 namespace ringmaster::trainer {
 namespace {
@@ -31,6 +38,28 @@ struct DeviceBuffer {
   std::vector<float> Download(size_t n) const {
     std::vector<float> h(n);
     EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+// A device copy of a host vector of any trivially copyable type (int32, uint8, double).
+template <typename T>
+struct DeviceArray {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DeviceArray(const std::vector<T>& host) : n(host.size()) {
+    EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  explicit DeviceArray(size_t count) : n(count) {
+    EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(p); }
+  std::vector<T> Download() const {
+    std::vector<T> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
     return h;
   }
 };
@@ -82,6 +111,259 @@ TEST(CudaKernels, LayerNormForward) {
     ExpectClose(y, dy.Download(x.size()), 1e-5f, 1e-4f);
     ExpectClose(mean, dm.Download(N), 1e-6f, 1e-5f);
     ExpectClose(rstd, dr.Download(N), 1e-6f, 1e-4f);
+  }
+}
+
+TEST(CudaKernels, LayerNormBackward) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (int H : {32, 100, 768}) {
+    for (int N : {1, 63, 257}) {
+      const size_t NH = static_cast<size_t>(N) * H;
+      const std::vector<float> x = Random(NH, 2.0f, 6), dy = Random(NH, 1.0f, 7);
+      const std::vector<float> g = Random(H, 1.0f, 8), b = Random(H, 1.0f, 9);
+      const std::vector<float> g0 = Random(H, 1.0f, 10), b0 = Random(H, 1.0f, 11);
+      std::vector<float> y(NH), mean(N), rstd(N), dx(NH), dg = g0, dbeta = b0;
+      cpu::LayerNormForward<float>(x.data(), g.data(), b.data(), y.data(), mean.data(), rstd.data(),
+                                   N, H, 1e-12f);
+      cpu::LayerNormBackward<float>(dy.data(), x.data(), g.data(), mean.data(), rstd.data(),
+                                    dx.data(), dg.data(), dbeta.data(), N, H);
+      DeviceBuffer ddy(dy), dxin(x), dgam(g), dmean(mean), drstd(rstd), ddx(NH), ddg(g0), ddb(b0),
+          scratch(cuda::LayerNormBackwardScratchFloats(N, H));
+      ASSERT_EQ(cuda::LayerNormBackward(ddy.p, dxin.p, dgam.p, dmean.p, drstd.p, ddx.p, ddg.p,
+                                        ddb.p, scratch.p, N, H, nullptr),
+                cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ExpectClose(dx, ddx.Download(NH), 1e-4f, 1e-3f);
+      ExpectClose(dg, ddg.Download(H), 1e-3f, 1e-4f);
+      ExpectClose(dbeta, ddb.Download(H), 1e-3f, 1e-4f);
+    }
+  }
+}
+
+TEST(CudaKernels, MaskedSoftmax) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const int B = 3, NH = 4;
+  for (int S : {7, 37, 128}) {
+    const size_t n = static_cast<size_t>(B) * NH * S * S;
+    const std::vector<float> scores = Random(n, 3.0f, 12), dp = Random(n, 1.0f, 13);
+    // Key padding: the last b+1 keys of batch b are masked with the model's lowest() bias.
+    std::vector<float> bias(static_cast<size_t>(B) * S, 0.0f);
+    for (int b = 0; b < B; ++b) {
+      for (int s = std::max(1, S - b - 1); s < S; ++s) {
+        bias[static_cast<size_t>(b) * S + s] = std::numeric_limits<float>::lowest();
+      }
+    }
+    const float scale = 1.0f / std::sqrt(16.0f);
+    std::vector<float> probs = scores, dscores = dp;
+    for (int bh = 0; bh < B * NH; ++bh) {
+      const size_t off = static_cast<size_t>(bh) * S * S;
+      cpu::MaskedSoftmaxForward<float>(probs.data() + off, bias.data() + (bh / NH) * S, S, scale);
+      cpu::MaskedSoftmaxBackward<float>(probs.data() + off, dscores.data() + off, S, scale);
+    }
+    DeviceBuffer ds(scores), dbias(bias), ddp(dp);
+    ASSERT_EQ(cuda::MaskedSoftmaxForward(ds.p, dbias.p, B, NH, S, scale, nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::MaskedSoftmaxBackward(ds.p, ddp.p, B, NH, S, scale, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ExpectClose(probs, ds.Download(n), 1e-6f, 1e-4f);
+    ExpectClose(dscores, ddp.Download(n), 1e-6f, 1e-4f);
+  }
+}
+
+TEST(CudaKernels, CounterRngMatchesCpu) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const size_t n = (1 << 20) + 17;
+  for (uint64_t seed : {uint64_t{0}, uint64_t{42}, uint64_t{0xdeadbeefcafef00dULL}}) {
+    const uint64_t first = seed == 42 ? (uint64_t{1} << 33) : 0;
+    DeviceBuffer out(n);
+    ASSERT_EQ(cuda::UniformFill(out.p, n, seed, first, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> got = out.Download(n);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], cpu::UniformAt(seed, first + i)) << "seed " << seed << " at " << i;
+      ASSERT_EQ(cuda::UniformAt(seed, first + i), cpu::UniformAt(seed, first + i));
+    }
+  }
+}
+
+TEST(CudaKernels, Dropout) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const size_t n = (1 << 18) + 5;
+  for (float p : {0.0f, 0.1f, 0.5f}) {
+    const std::vector<float> x = Random(n, 1.0f, 14), d = Random(n, 1.0f, 15);
+    const std::vector<float> mask0(n, -7.0f);
+    std::vector<float> y = x, mask = mask0, dx = d;
+    cpu::DropoutForward<float>(y.data(), mask.data(), n, p, 1234);
+    cpu::DropoutBackward<float>(dx.data(), mask.data(), n, p);
+    DeviceBuffer dy(x), dm(mask0), ddx(d);
+    ASSERT_EQ(cuda::DropoutForward(dy.p, dm.p, n, p, 1234, nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::DropoutBackward(ddx.p, dm.p, n, p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    // Identical masks, and one fp32 multiply each: exact.
+    EXPECT_EQ(mask, dm.Download(n));
+    EXPECT_EQ(y, dy.Download(n));
+    EXPECT_EQ(dx, ddx.Download(n));
+  }
+}
+
+TEST(CudaKernels, AdamW) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  BertConfig c;
+  c.vocab_size = 50;
+  c.hidden_size = 16;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 32;
+  c.max_position_embeddings = 16;
+  c.num_labels = 3;
+  const ParamLayout layout = MakeBertParamLayout(c);
+  const size_t n = layout.total;
+  std::vector<uint8_t> decay(n, 0);
+  for (const ParamSpec& s : layout.specs) {
+    std::fill(decay.begin() + s.offset, decay.begin() + s.offset + s.numel, s.weight_decay);
+  }
+  AdamWOptions opt;
+  opt.weight_decay = 0.05;
+  AdamW ref(layout, opt);
+  std::vector<float> params = Random(n, 0.5f, 16);
+  DeviceBuffer dparams(params), dm(std::vector<float>(n, 0.0f)), dv(std::vector<float>(n, 0.0f));
+  DeviceArray<uint8_t> dmask(decay);
+  for (int step = 1; step <= 3; ++step) {
+    const std::vector<float> g = Random(n, 0.1f, 16 + step);
+    const double lr = 1e-3 * step;
+    ref.Step(params.data(), g.data(), lr);
+    DeviceBuffer dg(g);
+    ASSERT_EQ(cuda::AdamWStep(dparams.p, dg.p, dm.p, dv.p, dmask.p, n, ref.step(), lr, opt.beta1,
+                              opt.beta2, opt.eps, opt.weight_decay, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ExpectClose(params, dparams.Download(n), 1e-7f, 1e-5f);
+    ExpectClose(ref.exp_avg(), dm.Download(n), 1e-9f, 1e-5f);
+    ExpectClose(ref.exp_avg_sq(), dv.Download(n), 1e-12f, 1e-5f);
+  }
+}
+
+TEST(CudaKernels, Embedding) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const int B = 3, S = 11, H = 40, V = 20, T = 2, pad = 0;
+  const size_t N = static_cast<size_t>(B) * S;
+  std::mt19937 rng(17);
+  std::vector<int32_t> ids(N), types(N);
+  for (size_t r = 0; r < N; ++r) {
+    ids[r] = static_cast<int32_t>(rng() % V);  // includes the padding id and repeats
+    types[r] = static_cast<int32_t>(rng() % T);
+  }
+  const std::vector<float> word = Random(static_cast<size_t>(V) * H, 1.0f, 18);
+  const std::vector<float> pos = Random(static_cast<size_t>(S) * H, 1.0f, 19);
+  const std::vector<float> type = Random(static_cast<size_t>(T) * H, 1.0f, 20);
+  const std::vector<float> d = Random(N * H, 1.0f, 21);
+  const std::vector<float> gw0 = Random(word.size(), 1.0f, 22), gp0 = Random(pos.size(), 1.0f, 23),
+                           gt0 = Random(type.size(), 1.0f, 24);
+  // Reference: the loops of BertModel::Forward/Backward.
+  std::vector<float> out(N * H), gw = gw0, gp = gp0, gt = gt0;
+  for (size_t r = 0; r < N; ++r) {
+    const int s = static_cast<int>(r % S);
+    for (int j = 0; j < H; ++j) {
+      out[r * H + j] = word[static_cast<size_t>(ids[r]) * H + j] +
+                       pos[static_cast<size_t>(s) * H + j] +
+                       type[static_cast<size_t>(types[r]) * H + j];
+      if (ids[r] != pad) gw[static_cast<size_t>(ids[r]) * H + j] += d[r * H + j];
+      gp[static_cast<size_t>(s) * H + j] += d[r * H + j];
+      gt[static_cast<size_t>(types[r]) * H + j] += d[r * H + j];
+    }
+  }
+  DeviceArray<int32_t> dids(ids), dtypes(types);
+  DeviceBuffer dword(word), dpos(pos), dtype(type), dout(N * H), dd(d), dgw(gw0), dgp(gp0),
+      dgt(gt0);
+  ASSERT_EQ(
+      cuda::EmbeddingForward(dids.p, dtypes.p, dword.p, dpos.p, dtype.p, dout.p, B, S, H, nullptr),
+      cudaSuccess);
+  ASSERT_EQ(cuda::EmbeddingBackward(dd.p, dids.p, dtypes.p, dgw.p, dgp.p, dgt.p, B, S, H, T, pad,
+                                    nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ExpectClose(out, dout.Download(N * H), 1e-6f, 1e-6f);
+  ExpectClose(gw, dgw.Download(gw.size()), 1e-5f, 1e-5f);
+  ExpectClose(gp, dgp.Download(gp.size()), 1e-5f, 1e-5f);
+  ExpectClose(gt, dgt.Download(gt.size()), 1e-4f, 1e-5f);
+  // Null token types mean all zeros.
+  std::vector<float> out0(N * H);
+  for (size_t r = 0; r < N; ++r) {
+    for (int j = 0; j < H; ++j) {
+      out0[r * H + j] = word[static_cast<size_t>(ids[r]) * H + j] +
+                        pos[static_cast<size_t>(r % S) * H + j] + type[j];
+    }
+  }
+  ASSERT_EQ(
+      cuda::EmbeddingForward(dids.p, nullptr, dword.p, dpos.p, dtype.p, dout.p, B, S, H, nullptr),
+      cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ExpectClose(out0, dout.Download(N * H), 1e-6f, 1e-6f);
+}
+
+TEST(CudaKernels, ClassificationLoss) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const int B = 9;
+  const float loss_weight = 0.75f;
+  for (int C : {1, 2, 5}) {
+    const std::vector<float> logits = Random(static_cast<size_t>(B) * C, 3.0f, 25 + C);
+    std::vector<float> labels(B);
+    std::mt19937 rng(30 + C);
+    for (float& l : labels) {
+      l = C == 1 ? std::normal_distribution<float>(0.0f, 2.0f)(rng) : static_cast<float>(rng() % C);
+    }
+    // Reference: BertModel::Forward/Backward's loss and dlogits.
+    std::vector<float> losses(B), dlogits(static_cast<size_t>(B) * C);
+    for (int b = 0; b < B; ++b) {
+      const float* z = logits.data() + static_cast<size_t>(b) * C;
+      float* dz = dlogits.data() + static_cast<size_t>(b) * C;
+      if (C == 1) {
+        const float d = z[0] - labels[b];
+        losses[b] = d * d;
+        dz[0] = 2.0f * (z[0] - labels[b]) * loss_weight / B;
+      } else {
+        const float mx = *std::max_element(z, z + C);
+        float sum = 0;
+        for (int k = 0; k < C; ++k) sum += std::exp(z[k] - mx);
+        losses[b] = std::log(sum) + mx - z[static_cast<int>(labels[b])];
+        for (int k = 0; k < C; ++k) dz[k] = std::exp(z[k] - mx) / sum * loss_weight / B;
+        dz[static_cast<int>(labels[b])] -= loss_weight / B;
+      }
+    }
+    DeviceBuffer dlog(logits), dlab(labels), dloss(B), dgrad(dlogits.size());
+    ASSERT_EQ(cuda::ClassificationLossForward(dlog.p, dlab.p, dloss.p, B, C, nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::ClassificationLossBackward(dlog.p, dlab.p, dgrad.p, B, C, loss_weight, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ExpectClose(losses, dloss.Download(B), 1e-5f, 1e-5f);
+    ExpectClose(dlogits, dgrad.Download(dlogits.size()), 1e-7f, 1e-5f);
+  }
+}
+
+TEST(CudaKernels, GradNormAndClip) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (size_t n : {size_t{1}, size_t{1000}, (size_t{1} << 22) + 123}) {
+    const std::vector<float> g = Random(n, 0.01f, 40);
+    const double ref_norm = GradNorm(g.data(), n);
+    DeviceBuffer dg(g);
+    DeviceArray<double> scratch(cuda::GradNormScratchDoubles(n)), norm(1);
+    ASSERT_EQ(cuda::GradNorm(dg.p, n, scratch.p, norm.p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const double first = norm.Download()[0];
+    EXPECT_NEAR(first, ref_norm, 1e-12 * ref_norm);
+    // Deterministic: a second run gives the same bits.
+    ASSERT_EQ(cuda::GradNorm(dg.p, n, scratch.p, norm.p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(norm.Download()[0], first);
+    // Clip below the norm (scales), above it (no-op) and disabled.
+    for (double max_norm : {0.5 * ref_norm, 2.0 * ref_norm, 0.0}) {
+      std::vector<float> clipped = g;
+      const double before = ClipGradNorm(clipped.data(), n, max_norm);
+      DeviceBuffer dc(g);
+      ASSERT_EQ(cuda::ClipGradNorm(dc.p, n, max_norm, scratch.p, norm.p, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_NEAR(norm.Download()[0], before, 1e-12 * before);
+      ExpectClose(clipped, dc.Download(n), 0.0f, 1e-6f);
+    }
   }
 }
 
