@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 TEST(AdamWOracle, MatchesTorch) {
   const char* py = std::getenv("RINGMASTER_PYTHON");
   if (py == nullptr || std::system((std::string(py) + " -c 'import torch, transformers' "
-                                                       ">/dev/null 2>&1")
+                                                      ">/dev/null 2>&1")
                                        .c_str()) != 0) {
     GTEST_SKIP() << "python with torch + transformers not available";
   }
