@@ -1,0 +1,283 @@
+// ctest-labels: unit;integration
+// Real multi-process Gloo collectives over loopback TCP: each rank is a fork()ed child with its
+// own communicator, rendezvousing through a FileStore in a temporary directory. Results are
+// checked exactly against sums computed independently here (small integers are exact in float,
+// whatever order Gloo adds them in).
+#include "trainer/comm/gloo_communicator.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "trainer/comm/store.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+constexpr absl::Duration kOpTimeout = absl::Seconds(5);
+
+// A rank's body: returns "" on success or a description of what went wrong.
+using RankFn = std::function<std::string(int rank, int size, Store& store)>;
+
+struct RankOutcome {
+  std::string message;  // What the child reported ("" = success).
+  int wait_status = 0;
+  bool reported = false;  // The child wrote its report and exited normally.
+};
+
+// Forks `size` children running `fn`, each reporting through a pipe. Waits at most `deadline`
+// for all of them (poll on the pipes, so no sleeping); children still running then are killed
+// and reported as hung.
+std::vector<RankOutcome> RunRanks(int size, absl::Duration deadline, const RankFn& fn) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "gloo_test.XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp failed";
+    return {};
+  }
+  const std::string dir = tmpl;
+
+  std::vector<pid_t> pids(size, -1);
+  std::vector<int> fds(size, -1);
+  for (int r = 0; r < size; ++r) {
+    int p[2];
+    if (::pipe(p) != 0) {
+      ADD_FAILURE() << "pipe failed";
+      break;
+    }
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(p[0]);
+      std::string msg;
+      auto store = FileStore::Create(dir);
+      if (!store.ok()) {
+        msg = absl::StrCat("rank ", r, ": ", store.status().ToString());
+      } else {
+        msg = fn(r, size, **store);
+      }
+      std::string line = msg.empty() ? "OK" : msg;
+      ssize_t unused = ::write(p[1], line.data(), line.size());
+      (void)unused;
+      ::_exit(msg.empty() ? 0 : 1);  // Skip gtest/static teardown inherited from the parent.
+    }
+    ::close(p[1]);
+    pids[r] = pid;
+    fds[r] = p[0];
+  }
+
+  std::vector<RankOutcome> out(size);
+  const absl::Time end = absl::Now() + deadline;
+  int open = 0;
+  for (int fd : fds) open += fd >= 0;
+  while (open > 0) {
+    std::vector<pollfd> pfds;
+    std::vector<int> which;
+    for (int r = 0; r < size; ++r) {
+      if (fds[r] >= 0) {
+        pfds.push_back({fds[r], POLLIN, 0});
+        which.push_back(r);
+      }
+    }
+    int left_ms = static_cast<int>(absl::ToInt64Milliseconds(end - absl::Now()));
+    if (left_ms <= 0) break;
+    int n = ::poll(pfds.data(), pfds.size(), left_ms);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      int r = which[i];
+      char buf[4096];
+      ssize_t got = ::read(fds[r], buf, sizeof(buf));
+      if (got > 0) {
+        out[r].message.append(buf, got);
+      } else if (got == 0 || errno != EINTR) {
+        ::close(fds[r]);
+        fds[r] = -1;
+        --open;
+      }
+    }
+  }
+  for (int r = 0; r < size; ++r) {
+    if (pids[r] <= 0) continue;
+    if (fds[r] >= 0) {  // Still running past the deadline: a hang.
+      ::kill(pids[r], SIGKILL);
+      ::close(fds[r]);
+      out[r].message = absl::StrCat("rank ", r, " still running after ",
+                                    absl::FormatDuration(deadline), " (hung); killed");
+    }
+    ::waitpid(pids[r], &out[r].wait_status, 0);
+    out[r].reported = WIFEXITED(out[r].wait_status) && !out[r].message.empty();
+  }
+  std::filesystem::remove_all(dir);
+  return out;
+}
+
+void ExpectAllOk(const std::vector<RankOutcome>& outcomes) {
+  for (size_t r = 0; r < outcomes.size(); ++r) {
+    EXPECT_TRUE(outcomes[r].reported && outcomes[r].message == "OK" &&
+                WEXITSTATUS(outcomes[r].wait_status) == 0)
+        << "rank " << r << ": " << outcomes[r].message << " (wait status "
+        << outcomes[r].wait_status << ")";
+  }
+}
+
+#define CHILD_CHECK_OK(expr)                                                          \
+  do {                                                                                \
+    absl::Status s_ = (expr);                                                         \
+    if (!s_.ok()) return absl::StrCat("rank ", rank, ": " #expr ": ", s_.ToString()); \
+  } while (0)
+
+std::string MismatchAt(const char* op, int rank, size_t i, float got, float want) {
+  return absl::StrCat("rank ", rank, ": ", op, "[", i, "] = ", got, ", want ", want);
+}
+
+// Every collective, twice (so sequence numbers/tags advance), on sizes that do not divide
+// evenly into Gloo's segments.
+std::string RunAllCollectives(int rank, int size, Store& store) {
+  auto comm_or = GlooCommunicator::Create(store, rank, size, "127.0.0.1", kOpTimeout);
+  if (!comm_or.ok()) return absl::StrCat("rank ", rank, ": Create: ", comm_or.status().ToString());
+  Communicator& comm = **comm_or;
+  if (comm.rank() != rank || comm.size() != size) return "rank/size mismatch";
+
+  const double rank_sum = size * (size - 1) / 2.0;   // sum of r
+  const double rank1_sum = size * (size + 1) / 2.0;  // sum of (r + 1)
+  for (int iter = 0; iter < 2; ++iter) {
+    // AllReduceSum: data[i] = 1000 r + i + iter  ->  1000 Σr + size (i + iter).
+    const size_t n = 1037;
+    std::vector<float> data(n);
+    for (size_t i = 0; i < n; ++i) data[i] = 1000.0f * rank + i + iter;
+    CHILD_CHECK_OK(comm.AllReduceSum(data.data(), n));
+    for (size_t i = 0; i < n; ++i) {
+      float want = static_cast<float>(1000.0 * rank_sum + size * (double(i) + iter));
+      if (data[i] != want) return MismatchAt("AllReduceSum", rank, i, data[i], want);
+    }
+
+    // ReduceScatterSum: in[j] = (r + 1)(j + 1)  ->  out[i] = Σ(r+1) · (rank k + i + 1).
+    const size_t k = 259;
+    std::vector<float> in(k * size), out(k, -1.0f);
+    for (size_t j = 0; j < in.size(); ++j) in[j] = static_cast<float>((rank + 1) * (j + 1));
+    const std::vector<float> in_copy = in;
+    CHILD_CHECK_OK(comm.ReduceScatterSum(in.data(), out.data(), k));
+    if (in != in_copy) return absl::StrCat("rank ", rank, ": ReduceScatterSum modified its input");
+    for (size_t i = 0; i < k; ++i) {
+      float want = static_cast<float>(rank1_sum * (rank * k + i + 1));
+      if (out[i] != want) return MismatchAt("ReduceScatterSum", rank, i, out[i], want);
+    }
+
+    // AllGather: in[i] = 100 r + i  ->  out[r k + i].
+    std::vector<float> mine(k), all(k * size, -1.0f);
+    for (size_t i = 0; i < k; ++i) mine[i] = 100.0f * rank + i;
+    CHILD_CHECK_OK(comm.AllGather(mine.data(), all.data(), k));
+    for (int r = 0; r < size; ++r) {
+      for (size_t i = 0; i < k; ++i) {
+        float want = 100.0f * r + i;
+        if (all[r * k + i] != want)
+          return MismatchAt("AllGather", rank, r * k + i, all[r * k + i], want);
+      }
+    }
+
+    // Broadcast from the last rank (not 0, so a root mix-up shows).
+    const int root = size - 1;
+    std::vector<float> b(n);
+    for (size_t i = 0; i < n; ++i) b[i] = rank == root ? 7.0f + 3.0f * i + iter : -1.0f - rank;
+    CHILD_CHECK_OK(comm.Broadcast(b.data(), n, root));
+    for (size_t i = 0; i < n; ++i) {
+      float want = 7.0f + 3.0f * i + iter;
+      if (b[i] != want) return MismatchAt("Broadcast", rank, i, b[i], want);
+    }
+
+    CHILD_CHECK_OK(comm.Barrier());
+  }
+  if (comm.Broadcast(nullptr, 0, size).ok()) return "Broadcast accepted an out-of-range root";
+  return "";
+}
+
+class GlooCollectivesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GlooCollectivesTest, EveryCollectiveMatchesIndependentSums) {
+  ExpectAllOk(RunRanks(GetParam(), absl::Seconds(60), RunAllCollectives));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, GlooCollectivesTest, ::testing::Values(1, 2, 4));
+
+// The last rank kills itself after a successful barrier; the survivors' next collective must
+// fail with an error naming the operation, within the operation timeout, rather than hang.
+TEST(GlooCommunicatorTest, SurvivorsFailBoundedWhenAPeerDies) {
+  constexpr int kSize = 3;
+  auto body = [](int rank, int size, Store& store) -> std::string {
+    auto comm_or = GlooCommunicator::Create(store, rank, size, "127.0.0.1", kOpTimeout);
+    if (!comm_or.ok()) return absl::StrCat("Create: ", comm_or.status().ToString());
+    Communicator& comm = **comm_or;
+    CHILD_CHECK_OK(comm.Barrier());  // Op #0: everyone is connected and alive.
+    if (rank == size - 1) ::kill(::getpid(), SIGKILL);
+
+    std::vector<float> data(4096, 1.0f);
+    const absl::Time start = absl::Now();
+    absl::Status s = comm.AllReduceSum(data.data(), data.size());  // Op #1.
+    const absl::Duration took = absl::Now() - start;
+    if (s.ok()) return absl::StrCat("rank ", rank, ": AllReduceSum succeeded without a peer");
+    if (!absl::StrContains(s.message(), "AllReduceSum #1")) {
+      return absl::StrCat("rank ", rank, ": error does not name the op: ", s.ToString());
+    }
+    if (s.code() != absl::StatusCode::kUnavailable &&
+        s.code() != absl::StatusCode::kDeadlineExceeded) {
+      return absl::StrCat("rank ", rank, ": unexpected code: ", s.ToString());
+    }
+    if (took > kOpTimeout + absl::Seconds(2)) {
+      return absl::StrCat("rank ", rank, ": took ", absl::FormatDuration(took), ": ", s.ToString());
+    }
+    // The communicator is poisoned: later ops fail fast instead of touching the transport.
+    absl::Status after = comm.Barrier();
+    if (after.code() != absl::StatusCode::kFailedPrecondition ||
+        !absl::StrContains(after.message(), "Barrier #2")) {
+      return absl::StrCat("rank ", rank, ": op after failure: ", after.ToString());
+    }
+    return "";
+  };
+  std::vector<RankOutcome> outcomes = RunRanks(kSize, absl::Seconds(30), body);
+  ASSERT_EQ(outcomes.size(), static_cast<size_t>(kSize));
+  for (int r = 0; r + 1 < kSize; ++r) {
+    EXPECT_TRUE(outcomes[r].reported && outcomes[r].message == "OK")
+        << "rank " << r << ": " << outcomes[r].message;
+  }
+  EXPECT_TRUE(WIFSIGNALED(outcomes[kSize - 1].wait_status) &&
+              WTERMSIG(outcomes[kSize - 1].wait_status) == SIGKILL)
+      << "dying rank: " << outcomes[kSize - 1].message;
+}
+
+// A rendezvous whose peer never arrives fails within the timeout, naming what it waited for.
+TEST(GlooCommunicatorTest, RendezvousWithMissingPeerTimesOut) {
+  FakeStore store;
+  const absl::Time start = absl::Now();
+  auto comm = GlooCommunicator::Create(store, 0, 2, "127.0.0.1", absl::Milliseconds(300));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  ASSERT_FALSE(comm.ok());
+  EXPECT_TRUE(absl::StrContains(comm.status().message(), "rank 0 of 2")) << comm.status();
+  EXPECT_TRUE(absl::StrContains(comm.status().message(), "not set within")) << comm.status();
+}
+
+TEST(GlooCommunicatorTest, RejectsBadArguments) {
+  FakeStore store;
+  EXPECT_EQ(GlooCommunicator::Create(store, 2, 2, "127.0.0.1", kOpTimeout).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GlooCommunicator::Create(store, 0, 1, "", kOpTimeout).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      GlooCommunicator::Create(store, 0, 1, "127.0.0.1", absl::ZeroDuration()).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer
