@@ -40,6 +40,16 @@ diff <(losses "$work/a") <(losses "$work/c") || { echo "resumed run diverged"; e
 cmp "$work/a/final/model.safetensors" "$work/c/final/model.safetensors" ||
   { echo "resumed run exported different weights"; exit 1; }
 
+# A damaged newest checkpoint: resume falls back to the one before it, same losses.
+cp -r "$work/a" "$work/f"
+rm -rf "$work/f/final" "$work/f/checkpoints/step-00000012"
+head -c 100 "$work/a/checkpoints/step-00000008/model.safetensors" >"$work/f/checkpoints/step-00000008/model.safetensors"
+write_job "$work/f" 12 >/dev/null
+"$T" train --config "$work/job_f.yaml" 2>"$work/f.log" >/dev/null
+grep -q "skipping damaged checkpoint.*step-00000008" "$work/f.log" || { echo "damaged checkpoint not reported"; cat "$work/f.log"; exit 1; }
+grep -q "resumed from .*step-00000004" "$work/f.log" || { echo "run f did not fall back to step 4"; exit 1; }
+diff <(losses "$work/a") <(losses "$work/f") || { echo "run resumed past a damaged checkpoint diverged"; exit 1; }
+
 # SIGTERM mid-run: a checkpoint, exit 143; the rerun completes with the same losses.
 job_d=$(write_job "$work/d" 60)
 job_e=$(write_job "$work/e" 60)
