@@ -94,8 +94,7 @@ void BertModel<T>::Resize(int B, int S) {
 }
 
 template <typename T>
-void BertModel<T>::AttentionForward(const LayerActs& a, LayerActs* out, bool training,
-                                    uint64_t seed) {
+void BertModel<T>::AttentionForward(LayerActs* a, bool training, uint64_t seed) {
   const int S = S_, H = config_.hidden_size, NH = config_.num_attention_heads;
   const int D = config_.head_dim();
   const T scale = T(1) / std::sqrt(static_cast<T>(D));
@@ -106,15 +105,15 @@ void BertModel<T>::AttentionForward(const LayerActs& a, LayerActs* out, bool tra
 #pragma omp for schedule(static)
     for (int bh = 0; bh < B_ * NH; ++bh) {
       const int b = bh / NH, h = bh % NH;
-      const T* q = a.qkv.data() + static_cast<size_t>(b) * S * 3 * H + h * D;
+      const T* q = a->qkv.data() + static_cast<size_t>(b) * S * 3 * H + h * D;
       const T* k = q + H;
       const T* v = q + 2 * H;
-      T* probs = out->probs.data() + static_cast<size_t>(bh) * S * S;
+      T* probs = a->probs.data() + static_cast<size_t>(bh) * S * S;
       cpu::Gemm<T>(false, true, S, S, D, T(1), q, 3 * H, k, 3 * H, T(0), probs, S);
       cpu::MaskedSoftmaxForward<T>(probs, mask_bias_.data() + static_cast<size_t>(b) * S, S, scale);
       const T* p_used = probs;
       if (drop) {
-        T* mask = out->probs_mask.data() + static_cast<size_t>(bh) * S * S;
+        T* mask = a->probs_mask.data() + static_cast<size_t>(bh) * S * S;
         const T keep_scale = T(1) / (T(1) - T(attn_p_));
         const uint64_t s = cpu::Mix64(seed ^ static_cast<uint64_t>(bh));
         for (size_t i = 0; i < pd.size(); ++i) {
@@ -123,7 +122,7 @@ void BertModel<T>::AttentionForward(const LayerActs& a, LayerActs* out, bool tra
         }
         p_used = pd.data();
       }
-      T* ctx = out->ctx.data() + static_cast<size_t>(b) * S * H + h * D;
+      T* ctx = a->ctx.data() + static_cast<size_t>(b) * S * H + h * D;
       cpu::Gemm<T>(false, false, S, D, S, T(1), p_used, S, v, 3 * H, T(0), ctx, H);
     }
   }
@@ -169,6 +168,18 @@ void BertModel<T>::AttentionBackward(const LayerActs& a, const T* dctx, T* dqkv)
       cpu::Gemm<T>(true, false, S, D, S, T(1), dp.data(), S, q, 3 * H, T(0), dk, 3 * H);
     }
   }
+}
+
+template <typename T>
+void BertModel<T>::DropoutResidualLayerNorm(T* y, T* mask, const T* residual, const T* gamma,
+                                            const T* beta, T* mean, T* rstd, T* out,
+                                            uint64_t seed) {
+  const size_t n = static_cast<size_t>(B_) * S_ * config_.hidden_size;
+  cpu::DropoutForward<T>(y, mask, n, hidden_p_, seed);
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) y[i] += residual[i];
+  cpu::LayerNormForward<T>(y, gamma, beta, out, mean, rstd, B_ * S_, config_.hidden_size,
+                           static_cast<T>(config_.layer_norm_eps));
 }
 
 template <typename T>
@@ -220,30 +231,24 @@ T BertModel<T>::Forward(const T* params, const BertInputs& in, bool training,
     const int n = static_cast<int>(N);
     cpu::LinearForward<T>(a.x.data(), P(params, LayerIndex(l, kQW)), P(params, LayerIndex(l, kQB)),
                           a.qkv.data(), n, H, 3 * H);
-    AttentionForward(a, &a, training, SiteSeed(dropout_seed, l + 1, 1));
+    AttentionForward(&a, training, SiteSeed(dropout_seed, l + 1, 1));
     // Attention output dense → dropout → residual → LayerNorm.
     cpu::LinearForward<T>(a.ctx.data(), P(params, LayerIndex(l, kAoW)),
                           P(params, LayerIndex(l, kAoB)), a.ln1_in.data(), n, H, H);
-    cpu::DropoutForward<T>(a.ln1_in.data(), a.attn_mask.data(), N * H, hidden_p_,
-                           SiteSeed(dropout_seed, l + 1, 2));
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < N * H; ++i) a.ln1_in[i] += a.x[i];
-    cpu::LayerNormForward<T>(a.ln1_in.data(), P(params, LayerIndex(l, kLn1W)),
-                             P(params, LayerIndex(l, kLn1B)), a.h1.data(), a.ln1_mean.data(),
-                             a.ln1_rstd.data(), n, H, static_cast<T>(config_.layer_norm_eps));
+    DropoutResidualLayerNorm(a.ln1_in.data(), a.attn_mask.data(), a.x.data(),
+                             P(params, LayerIndex(l, kLn1W)), P(params, LayerIndex(l, kLn1B)),
+                             a.ln1_mean.data(), a.ln1_rstd.data(), a.h1.data(),
+                             SiteSeed(dropout_seed, l + 1, 2));
     // Feed-forward: dense → GELU → dense → dropout → residual → LayerNorm.
     cpu::LinearForward<T>(a.h1.data(), P(params, LayerIndex(l, kInW)),
                           P(params, LayerIndex(l, kInB)), a.u.data(), n, H, I);
     cpu::GeluForward<T>(a.u.data(), a.g.data(), N * I);
     cpu::LinearForward<T>(a.g.data(), P(params, LayerIndex(l, kOutW)),
                           P(params, LayerIndex(l, kOutB)), a.ln2_in.data(), n, I, H);
-    cpu::DropoutForward<T>(a.ln2_in.data(), a.ffn_mask.data(), N * H, hidden_p_,
-                           SiteSeed(dropout_seed, l + 1, 3));
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < N * H; ++i) a.ln2_in[i] += a.h1[i];
-    cpu::LayerNormForward<T>(a.ln2_in.data(), P(params, LayerIndex(l, kLn2W)),
-                             P(params, LayerIndex(l, kLn2B)), out, a.ln2_mean.data(),
-                             a.ln2_rstd.data(), n, H, static_cast<T>(config_.layer_norm_eps));
+    DropoutResidualLayerNorm(a.ln2_in.data(), a.ffn_mask.data(), a.h1.data(),
+                             P(params, LayerIndex(l, kLn2W)), P(params, LayerIndex(l, kLn2B)),
+                             a.ln2_mean.data(), a.ln2_rstd.data(), out,
+                             SiteSeed(dropout_seed, l + 1, 3));
   }
 
   // Pooler on [CLS] (row 0 of each sequence) → tanh → dropout → classifier.

@@ -56,7 +56,12 @@ class BertModel {
 
   const T* P(const T* params, int index) const { return params + offsets_[index]; }
   void Resize(int B, int S);
-  void AttentionForward(const LayerActs& a, LayerActs* out, bool training, uint64_t seed);
+  // Per (batch, head): scores, masked softmax, dropout, context. Reads a->qkv; writes
+  // a->probs, a->probs_mask and a->ctx.
+  void AttentionForward(LayerActs* a, bool training, uint64_t seed);
+  // y = LayerNorm(dropout(y) + residual), the closing step of both sublayers.
+  void DropoutResidualLayerNorm(T* y, T* mask, const T* residual, const T* gamma, const T* beta,
+                                T* mean, T* rstd, T* out, uint64_t seed);
   void AttentionBackward(const LayerActs& a, const T* dctx, T* dqkv);
 
   BertConfig config_;
