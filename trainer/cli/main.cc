@@ -194,8 +194,7 @@ int main(int argc, char** argv) {
     args = ParseArgs(argc, argv, 2, {"--config", "--device"}, {});
     if (args.ok()) s = Train(*args);
   } else if (cmd == "predict") {
-    args =
-        ParseArgs(argc, argv, 2, {"--model", "--input", "--output", "--max-len", "--device"}, {});
+    args = ParseArgs(argc, argv, 2, {"--model", "--input", "--output", "--max-len"}, {});
     if (args.ok()) s = Predict(*args);
   } else if (cmd == "tokenize") {
     args = ParseArgs(argc, argv, 2, {"--vocab", "--max-len"}, {"--cased"});

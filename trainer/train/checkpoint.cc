@@ -35,13 +35,14 @@ absl::Status WriteTensors(const std::string& path, const ParamLayout& layout,
   return WriteSafetensors(path, tensors);
 }
 
-absl::Status ReadTensors(const std::string& path, const ParamLayout& layout,
+// Reads one group of tensors (`prefix` + each layout name) from an open file.
+absl::Status ReadTensors(const SafetensorsReader& reader, const ParamLayout& layout,
                          const std::string& prefix, std::vector<float>* out) {
-  RM_ASSIGN_OR_RETURN(auto reader, SafetensorsReader::Open(path));
+  const std::string& path = reader.path();
   out->assign(layout.total, 0.0f);
   for (const ParamSpec& s : layout.specs) {
     const std::string name = prefix + s.name;
-    const TensorInfo* t = reader->Find(name);
+    const TensorInfo* t = reader.Find(name);
     if (t == nullptr) {
       return absl::DataLossError(absl::StrCat(path, ": checkpoint has no tensor '", name, "'"));
     }
@@ -49,7 +50,7 @@ absl::Status ReadTensors(const std::string& path, const ParamLayout& layout,
       return absl::DataLossError(
           absl::StrCat(path, ": tensor '", name, "' has a shape other than the model's"));
     }
-    RM_RETURN_IF_ERROR(reader->ReadFloat(*t, out->data() + s.offset, s.numel));
+    RM_RETURN_IF_ERROR(reader.ReadFloat(*t, out->data() + s.offset, s.numel));
   }
   return absl::OkStatus();
 }
@@ -58,7 +59,7 @@ absl::Status ReadTensors(const std::string& path, const ParamLayout& layout,
 
 std::string LayoutFingerprint(const ParamLayout& layout) {
   std::string out = absl::StrCat(layout.specs.size(), " tensors, ", layout.total, " floats");
-  // Shapes of the first layer and the head are enough to tell models apart.
+  // FNV-1a over every tensor's name and shape.
   uint64_t h = 1469598103934665603ULL;
   for (const ParamSpec& s : layout.specs) {
     for (char c : s.name) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ULL;
@@ -163,12 +164,13 @@ absl::StatusOr<CheckpointData> LoadCheckpoint(const std::string& dir, const Para
                                                       d.state.fingerprint, ") than this job's (",
                                                       LayoutFingerprint(layout), ")"));
   }
-  RM_RETURN_IF_ERROR(
-      ReadTensors((fs::path(dir) / "model.safetensors").string(), layout, "", &d.params));
-  RM_RETURN_IF_ERROR(ReadTensors((fs::path(dir) / "optimizer.safetensors").string(), layout,
-                                 "exp_avg.", &d.exp_avg));
-  RM_RETURN_IF_ERROR(ReadTensors((fs::path(dir) / "optimizer.safetensors").string(), layout,
-                                 "exp_avg_sq.", &d.exp_avg_sq));
+  RM_ASSIGN_OR_RETURN(auto model,
+                      SafetensorsReader::Open((fs::path(dir) / "model.safetensors").string()));
+  RM_RETURN_IF_ERROR(ReadTensors(*model, layout, "", &d.params));
+  RM_ASSIGN_OR_RETURN(auto optim,
+                      SafetensorsReader::Open((fs::path(dir) / "optimizer.safetensors").string()));
+  RM_RETURN_IF_ERROR(ReadTensors(*optim, layout, "exp_avg.", &d.exp_avg));
+  RM_RETURN_IF_ERROR(ReadTensors(*optim, layout, "exp_avg_sq.", &d.exp_avg_sq));
   return d;
 }
 

@@ -236,13 +236,12 @@ absl::Status Trainer::Checkpoint() {
                         job_.output.keep_checkpoints);
 }
 
-absl::Status Trainer::AppendMetrics(int64_t step, double loss, double lr, double grad_norm) {
+absl::Status Trainer::AppendMetrics(const nlohmann::json& line) {
   const std::string path = (fs::path(job_.output.dir) / "metrics.jsonl").string();
   std::ofstream f(path, std::ios::app);
+  f << line.dump() << "\n";
+  f.flush();
   if (!f) return absl::InternalError(absl::StrCat("cannot append to ", path));
-  nlohmann::json j = {
-      {"step", step}, {"epoch", epoch_ + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}};
-  f << j.dump() << "\n";
   return absl::OkStatus();
 }
 
@@ -292,7 +291,11 @@ absl::StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
         cursor_ += group;
         samples_seen_ += n_total;
         saved_at_step = false;
-        RM_RETURN_IF_ERROR(AppendMetrics(step_, loss, lr, norm));
+        RM_RETURN_IF_ERROR(AppendMetrics({{"step", step_},
+                                          {"epoch", epoch_ + 1},
+                                          {"loss", loss},
+                                          {"lr", lr},
+                                          {"grad_norm", norm}}));
         progress.Update(step_, loss, lr, n_total);
         if (cursor_ >= plan_size) {
           if (!eval_.empty()) {
@@ -300,13 +303,10 @@ absl::StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
             progress.Message(absl::StrFormat("epoch %d: eval loss %.4f accuracy %.4f (%d rows)",
                                              epoch_ + 1, result.eval.loss, result.eval.accuracy,
                                              result.eval.examples));
-            std::ofstream f((fs::path(job_.output.dir) / "metrics.jsonl").string(), std::ios::app);
-            f << nlohmann::json({{"step", step_},
-                                 {"epoch", epoch_ + 1},
-                                 {"eval_loss", result.eval.loss},
-                                 {"eval_accuracy", result.eval.accuracy}})
-                     .dump()
-              << "\n";
+            RM_RETURN_IF_ERROR(AppendMetrics({{"step", step_},
+                                              {"epoch", epoch_ + 1},
+                                              {"eval_loss", result.eval.loss},
+                                              {"eval_accuracy", result.eval.accuracy}}));
           }
           ++epoch_;
           cursor_ = 0;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -65,7 +66,8 @@ class Trainer {
   Trainer() = default;
   absl::Status RestoreLatest();
   absl::Status Checkpoint();
-  absl::Status AppendMetrics(int64_t step, double loss, double lr, double grad_norm);
+  // One JSON line appended to output.dir/metrics.jsonl.
+  absl::Status AppendMetrics(const nlohmann::json& line);
 
   JobSpec job_;
   LoadedModel model_;
