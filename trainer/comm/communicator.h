@@ -36,6 +36,13 @@ class Communicator {
   // order. `in` and `out` must not overlap.
   virtual absl::Status AllGather(const float* in, float* out, size_t n_per_rank) = 0;
 
+  // Byte all-to-all: `in` holds size() blocks of `bytes_per_rank` bytes, block j for rank j;
+  // `out` receives size() blocks, block j from rank j. `in` and `out` must not overlap.
+  virtual absl::Status AllToAll(const void* in, void* out, size_t bytes_per_rank) = 0;
+
+  // Byte all-gather: `out` (size() * bytes_per_rank) receives every rank's `in` in rank order.
+  virtual absl::Status AllGatherBytes(const void* in, void* out, size_t bytes_per_rank) = 0;
+
   // Every rank's data[0..n) becomes rank `root`'s.
   virtual absl::Status Broadcast(float* data, size_t n, int root) = 0;
 

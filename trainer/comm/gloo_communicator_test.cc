@@ -188,6 +188,35 @@ std::string RunAllCollectives(int rank, int size, Store& store) {
       }
     }
 
+    // AllToAll (bytes): block j of rank r carries (r, j, i); rank `rank` receives block
+    // `rank` of every rank r, in rank order. 5 bytes per block: not a multiple of 4.
+    const size_t bpr = 5;
+    std::vector<uint8_t> send(bpr * size), recv(bpr * size, 0xff);
+    for (int j = 0; j < size; ++j) {
+      for (size_t i = 0; i < bpr; ++i)
+        send[j * bpr + i] = static_cast<uint8_t>(rank * 50 + j * 7 + i);
+    }
+    CHILD_CHECK_OK(comm.AllToAll(send.data(), recv.data(), bpr));
+    for (int r = 0; r < size; ++r) {
+      for (size_t i = 0; i < bpr; ++i) {
+        const uint8_t want = static_cast<uint8_t>(r * 50 + rank * 7 + i);
+        if (recv[r * bpr + i] != want) {
+          return MismatchAt("AllToAll", rank, r * bpr + i, recv[r * bpr + i], want);
+        }
+      }
+    }
+
+    // AllGatherBytes: 3 bytes per rank.
+    std::vector<uint8_t> mine_b = {static_cast<uint8_t>(rank), static_cast<uint8_t>(rank + 100),
+                                   static_cast<uint8_t>(iter)};
+    std::vector<uint8_t> all_b(3 * size, 0xff);
+    CHILD_CHECK_OK(comm.AllGatherBytes(mine_b.data(), all_b.data(), 3));
+    for (int r = 0; r < size; ++r) {
+      if (all_b[3 * r] != r || all_b[3 * r + 1] != r + 100 || all_b[3 * r + 2] != iter) {
+        return MismatchAt("AllGatherBytes", rank, 3 * r, all_b[3 * r], r);
+      }
+    }
+
     // Broadcast from the last rank (not 0, so a root mix-up shows).
     const int root = size - 1;
     std::vector<float> b(n);
