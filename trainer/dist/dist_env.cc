@@ -1,0 +1,191 @@
+// Parsing and validation of the torchrun environment, and the rendezvous store it selects.
+#include "trainer/dist/dist_env.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "trainer/comm/tcp_store.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+using GetEnv = std::function<std::optional<std::string>(const char*)>;
+
+// `name`=`text` as a whole decimal int: no whitespace, no '+', nothing trailing.
+absl::StatusOr<int> ParseInt(const char* name, const std::string& text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec == std::errc::result_out_of_range) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "=", text, " is out of range"));
+  }
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "=", text, " is not an integer"));
+  }
+  return value;
+}
+
+// An integer variable, or `fallback` when unset. `*was_set` (optional) says which.
+absl::StatusOr<int> IntVar(const GetEnv& getenv, const char* name, int fallback,
+                           bool* was_set = nullptr) {
+  std::optional<std::string> v = getenv(name);
+  if (was_set != nullptr) *was_set = v.has_value();
+  if (!v.has_value()) return fallback;
+  return ParseInt(name, *v);
+}
+
+// A string variable; unset and empty are the same.
+std::string StringVar(const GetEnv& getenv, const char* name) { return getenv(name).value_or(""); }
+
+absl::Status Invalid(const std::string& msg) { return absl::InvalidArgumentError(msg); }
+
+// "NAME=value", or "NAME=value (default)" for a value the environment did not give.
+std::string Shown(const char* name, int value, bool was_set) {
+  return absl::StrCat(name, "=", value, was_set ? "" : " (default)");
+}
+
+bool IsLoopback(const std::string& host) {
+  return host.empty() || host == "localhost" || host == "::1" || host == "[::1]" ||
+         absl::StartsWith(host, "127.");
+}
+
+absl::StatusOr<std::string> DefaultIface(const GetEnv& getenv, const std::string& master_addr) {
+  for (const char* name : {"RINGMASTER_GLOO_IFACE", "GLOO_SOCKET_IFNAME"}) {
+    std::string v = StringVar(getenv, name);
+    if (!v.empty()) return v;
+  }
+  if (IsLoopback(master_addr)) return std::string("127.0.0.1");
+  char host[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(host, sizeof(host)) != 0 || host[0] == '\0') {
+    return absl::InternalError(
+        absl::StrCat("cannot determine the Gloo listen address: gethostname failed (",
+                     std::strerror(errno), "); set RINGMASTER_GLOO_IFACE"));
+  }
+  return std::string(host);
+}
+
+}  // namespace
+
+absl::StatusOr<DistEnv> ParseDistEnv(const GetEnv& getenv) {
+  DistEnv env;
+  env.store_dir = StringVar(getenv, "RINGMASTER_STORE_DIR");
+  env.master_addr = StringVar(getenv, "MASTER_ADDR");
+
+  std::optional<std::string> world = getenv("WORLD_SIZE");
+  if (!world.has_value()) {
+    if (std::optional<std::string> rank = getenv("RANK"); rank.has_value()) {
+      return Invalid(absl::StrCat("RANK=", *rank, " is set but WORLD_SIZE is not"));
+    }
+    RM_ASSIGN_OR_RETURN(env.iface, DefaultIface(getenv, env.master_addr));
+    return env;
+  }
+  env.distributed = true;
+  RM_ASSIGN_OR_RETURN(env.world_size, ParseInt("WORLD_SIZE", *world));
+  if (env.world_size < 1) {
+    return Invalid(absl::StrCat("WORLD_SIZE=", env.world_size, " must be at least 1"));
+  }
+
+  bool rank_set = false;
+  RM_ASSIGN_OR_RETURN(env.rank, IntVar(getenv, "RANK", 0, &rank_set));
+  if (!rank_set && env.world_size > 1) {
+    return Invalid(absl::StrCat("RANK is required when WORLD_SIZE=", env.world_size));
+  }
+  if (env.rank < 0) return Invalid(absl::StrCat("RANK=", env.rank, " is negative"));
+  if (env.rank >= env.world_size) {
+    return Invalid(absl::StrCat("RANK=", env.rank, " is not below WORLD_SIZE=", env.world_size));
+  }
+
+  bool lws_set = false;
+  RM_ASSIGN_OR_RETURN(env.local_world_size, IntVar(getenv, "LOCAL_WORLD_SIZE", 1, &lws_set));
+  if (env.local_world_size < 1) {
+    return Invalid(absl::StrCat("LOCAL_WORLD_SIZE=", env.local_world_size, " must be at least 1"));
+  }
+  if (env.local_world_size > env.world_size) {
+    return Invalid(absl::StrCat("LOCAL_WORLD_SIZE=", env.local_world_size,
+                                " exceeds WORLD_SIZE=", env.world_size));
+  }
+  RM_ASSIGN_OR_RETURN(env.local_rank, IntVar(getenv, "LOCAL_RANK", 0));
+  if (env.local_rank < 0) {
+    return Invalid(absl::StrCat("LOCAL_RANK=", env.local_rank, " is negative"));
+  }
+  if (env.local_rank >= env.local_world_size) {
+    return Invalid(absl::StrCat("LOCAL_RANK=", env.local_rank, " is not below ",
+                                Shown("LOCAL_WORLD_SIZE", env.local_world_size, lws_set)));
+  }
+
+  bool nodes_set = false;
+  RM_ASSIGN_OR_RETURN(
+      env.num_nodes,
+      IntVar(getenv, "GROUP_WORLD_SIZE",
+             (env.world_size + env.local_world_size - 1) / env.local_world_size, &nodes_set));
+  if (env.num_nodes < 1 || env.num_nodes > env.world_size) {
+    return Invalid(absl::StrCat("GROUP_WORLD_SIZE=", env.num_nodes,
+                                " is not in 1..WORLD_SIZE=", env.world_size));
+  }
+  bool group_set = false;
+  RM_ASSIGN_OR_RETURN(env.group_rank,
+                      IntVar(getenv, "GROUP_RANK", env.rank / env.local_world_size, &group_set));
+  if (env.group_rank < 0 || env.group_rank >= env.num_nodes) {
+    return Invalid(absl::StrCat(Shown("GROUP_RANK", env.group_rank, group_set), " is not in 0..",
+                                Shown("GROUP_WORLD_SIZE", env.num_nodes, nodes_set), "-1"));
+  }
+
+  RM_ASSIGN_OR_RETURN(env.restart_count, IntVar(getenv, "TORCHELASTIC_RESTART_COUNT", 0));
+  if (env.restart_count < 0) {
+    return Invalid(absl::StrCat("TORCHELASTIC_RESTART_COUNT=", env.restart_count, " is negative"));
+  }
+
+  bool port_set = false;
+  RM_ASSIGN_OR_RETURN(env.master_port, IntVar(getenv, "MASTER_PORT", 0, &port_set));
+  if (port_set && (env.master_port < 1 || env.master_port > 65535)) {
+    return Invalid(absl::StrCat("MASTER_PORT=", env.master_port, " is not in 1..65535"));
+  }
+  if (env.world_size > 1 && env.store_dir.empty()) {
+    if (env.master_addr.empty()) {
+      return Invalid(absl::StrCat("MASTER_ADDR is required when WORLD_SIZE=", env.world_size,
+                                  " (or set RINGMASTER_STORE_DIR)"));
+    }
+    if (!port_set) {
+      return Invalid(absl::StrCat("MASTER_PORT is required when WORLD_SIZE=", env.world_size,
+                                  " (or set RINGMASTER_STORE_DIR)"));
+    }
+  }
+
+  RM_ASSIGN_OR_RETURN(env.iface, DefaultIface(getenv, env.master_addr));
+  return env;
+}
+
+absl::StatusOr<DistEnv> DistEnvFromProcess() {
+  return ParseDistEnv([](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<Store>> MakeRendezvousStore(const DistEnv& env,
+                                                           absl::Duration timeout) {
+  if (!env.store_dir.empty()) {
+    RM_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Create(env.store_dir));
+    return std::unique_ptr<Store>(std::move(store));
+  }
+  if (env.master_addr.empty()) {
+    if (env.world_size == 1) return std::unique_ptr<Store>(std::make_unique<FakeStore>());
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous for WORLD_SIZE=", env.world_size,
+                                                   " needs MASTER_ADDR or RINGMASTER_STORE_DIR"));
+  }
+  RM_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store,
+                      TcpStore::Create(env.master_addr, env.master_port,
+                                       /*is_server=*/env.rank == 0, timeout));
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace ringmaster::trainer
