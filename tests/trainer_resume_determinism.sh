@@ -43,7 +43,7 @@ cmp "$work/a/final/model.safetensors" "$work/c/final/model.safetensors" ||
 # A damaged newest checkpoint: resume falls back to the one before it, same losses.
 cp -r "$work/a" "$work/f"
 rm -rf "$work/f/final" "$work/f/checkpoints/step-00000012"
-head -c 100 "$work/a/checkpoints/step-00000008/model.safetensors" >"$work/f/checkpoints/step-00000008/model.safetensors"
+head -c 100 "$work/a/checkpoints/step-00000008/shard-00000-of-00001.safetensors" >"$work/f/checkpoints/step-00000008/shard-00000-of-00001.safetensors"
 write_job "$work/f" 12 >/dev/null
 "$T" train --config "$work/job_f.yaml" 2>"$work/f.log" >/dev/null
 grep -q "skipping damaged checkpoint.*step-00000008" "$work/f.log" || { echo "damaged checkpoint not reported"; cat "$work/f.log"; exit 1; }

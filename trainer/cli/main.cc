@@ -16,6 +16,7 @@
 #include "common/status_macros.h"
 #include "trainer/data/sentiment_gen.h"
 #include "trainer/data/tsv.h"
+#include "trainer/dist/dist_context.h"
 #include "trainer/job/default_job.h"
 #include "trainer/job/job_spec.h"
 #include "trainer/train/trainer.h"
@@ -107,11 +108,23 @@ absl::Status Train(const Args& a) {
     job.train.device = dev->second;
   }
   if (job.train.device == "auto") job.train.device = "cpu";
-  RM_ASSIGN_OR_RETURN(auto trainer, rt::Trainer::Create(job));
+  // One rank of many when started with the torchrun environment (WORLD_SIZE, RANK, ...).
+  RM_ASSIGN_OR_RETURN(rt::DistEnv env, rt::DistEnvFromProcess());
+  if (env.distributed) {
+    ringmaster::SetLogProgramName(absl::StrCat("ringmaster-trainer[rank ", env.rank, "]"));
+  }
+  RM_ASSIGN_OR_RETURN(absl::Duration timeout, rt::CollectiveTimeoutFromEnv());
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
+  // A peer that died closes its sockets: writing to them must become an error we report (naming
+  // the lost rank), not a silent death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+  RM_ASSIGN_OR_RETURN(
+      auto dist, rt::DistContext::Create(env, job.distributed.sharding == "hybrid_shard", timeout));
+  RM_ASSIGN_OR_RETURN(auto trainer, rt::Trainer::Create(job, dist.get()));
   RM_ASSIGN_OR_RETURN(rt::TrainResult r, trainer->Run(&g_stop));
   if (r.interrupted) return absl::AbortedError("interrupted; run again to resume");
+  if (env.rank != 0) return absl::OkStatus();
   if (r.eval.examples > 0) {
     std::printf("dev accuracy %.4f, dev loss %.4f (%lld rows)\n", r.eval.accuracy, r.eval.loss,
                 static_cast<long long>(r.eval.examples));

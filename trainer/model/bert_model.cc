@@ -41,13 +41,68 @@ uint64_t SiteSeed(uint64_t seed, int layer, int site) {
   return cpu::Mix64(seed ^ cpu::Mix64(static_cast<uint64_t>(layer) * 16 + site + 1));
 }
 
+// The single-process access: one flat buffer each for parameters and gradients.
+template <typename T>
+class FlatUnitAccess : public UnitAccess<T> {
+ public:
+  FlatUnitAccess(const std::vector<size_t>& unit_begin, const T* params, T* grads)
+      : unit_begin_(unit_begin), params_(params), grads_(grads) {}
+  const T* AcquireParams(int unit) override { return params_ + unit_begin_[unit]; }
+  void ReleaseParams(int) override {}
+  T* AcquireGrads(int unit) override { return grads_ + unit_begin_[unit]; }
+  void GradsDone(int) override {}
+
+ private:
+  const std::vector<size_t>& unit_begin_;
+  const T* params_;
+  T* grads_;
+};
+
 }  // namespace
 
 template <typename T>
 BertModel<T>::BertModel(const BertConfig& config, const ParamLayout& layout) : config_(config) {
   offsets_.reserve(layout.specs.size());
-  for (const ParamSpec& s : layout.specs) offsets_.push_back(s.offset);
+  for (const ParamSpec& s : layout.specs) {
+    offsets_.push_back(s.offset);
+    unit_of_.push_back(s.unit);
+    if (s.unit >= static_cast<int>(unit_begin_.size())) {
+      // Units are contiguous and in order in the layout (MakeBertParamLayout).
+      unit_begin_.resize(s.unit + 1, s.offset);
+    }
+  }
+  unit_params_.assign(unit_begin_.size(), nullptr);
+  unit_grads_.assign(unit_begin_.size(), nullptr);
   layers_.resize(config.num_hidden_layers);
+}
+
+template <typename T>
+void BertModel<T>::Acquire(UnitAccess<T>* access, int unit, bool grads) {
+  unit_params_[unit] = access->AcquireParams(unit);
+  if (grads) unit_grads_[unit] = access->AcquireGrads(unit);
+}
+
+template <typename T>
+void BertModel<T>::Release(UnitAccess<T>* access, int unit, bool grads) {
+  if (grads) {
+    access->GradsDone(unit);
+    unit_grads_[unit] = nullptr;
+  }
+  access->ReleaseParams(unit);
+  unit_params_[unit] = nullptr;
+}
+
+template <typename T>
+T BertModel<T>::Forward(const T* params, const BertInputs& in, bool training,
+                        uint64_t dropout_seed) {
+  FlatUnitAccess<T> access(unit_begin_, params, nullptr);
+  return Forward(&access, in, training, dropout_seed);
+}
+
+template <typename T>
+void BertModel<T>::Backward(const T* params, T* grads, T loss_weight) {
+  FlatUnitAccess<T> access(unit_begin_, params, grads);
+  Backward(&access, loss_weight);
 }
 
 template <typename T>
@@ -183,7 +238,7 @@ void BertModel<T>::DropoutResidualLayerNorm(T* y, T* mask, const T* residual, co
 }
 
 template <typename T>
-T BertModel<T>::Forward(const T* params, const BertInputs& in, bool training,
+T BertModel<T>::Forward(UnitAccess<T>* access, const BertInputs& in, bool training,
                         uint64_t dropout_seed) {
   const int B = in.batch, S = in.seq;
   const int H = config_.hidden_size, I = config_.intermediate_size, C = config_.num_labels;
@@ -206,9 +261,10 @@ T BertModel<T>::Forward(const T* params, const BertInputs& in, bool training,
   }
 
   // Embeddings: word + position + token type → LayerNorm → dropout.
-  const T* word = P(params, kWord);
-  const T* pos = P(params, kPos);
-  const T* type = P(params, kType);
+  Acquire(access, 0, false);
+  const T* word = P(kWord);
+  const T* pos = P(kPos);
+  const T* type = P(kType);
 #pragma omp parallel for schedule(static)
   for (size_t r = 0; r < N; ++r) {
     const int s = static_cast<int>(r % S);
@@ -219,52 +275,55 @@ T BertModel<T>::Forward(const T* params, const BertInputs& in, bool training,
     for (int j = 0; j < H; ++j) o[j] = w[j] + p[j] + t[j];
   }
   LayerActs* first = &layers_[0];
-  cpu::LayerNormForward<T>(emb_sum_.data(), P(params, kEmbLnW), P(params, kEmbLnB), first->x.data(),
+  cpu::LayerNormForward<T>(emb_sum_.data(), P(kEmbLnW), P(kEmbLnB), first->x.data(),
                            emb_mean_.data(), emb_rstd_.data(), static_cast<int>(N), H,
                            static_cast<T>(config_.layer_norm_eps));
   cpu::DropoutForward<T>(first->x.data(), emb_mask_.data(), N * H, hidden_p_,
                          SiteSeed(dropout_seed, 0, 0));
 
+  Release(access, 0, false);
+
   for (int l = 0; l < config_.num_hidden_layers; ++l) {
     LayerActs& a = layers_[l];
+    Acquire(access, l + 1, false);
     T* out = l + 1 < config_.num_hidden_layers ? layers_[l + 1].x.data() : final_.data();
     const int n = static_cast<int>(N);
-    cpu::LinearForward<T>(a.x.data(), P(params, LayerIndex(l, kQW)), P(params, LayerIndex(l, kQB)),
-                          a.qkv.data(), n, H, 3 * H);
+    cpu::LinearForward<T>(a.x.data(), P(LayerIndex(l, kQW)), P(LayerIndex(l, kQB)), a.qkv.data(), n,
+                          H, 3 * H);
     AttentionForward(&a, training, SiteSeed(dropout_seed, l + 1, 1));
     // Attention output dense → dropout → residual → LayerNorm.
-    cpu::LinearForward<T>(a.ctx.data(), P(params, LayerIndex(l, kAoW)),
-                          P(params, LayerIndex(l, kAoB)), a.ln1_in.data(), n, H, H);
+    cpu::LinearForward<T>(a.ctx.data(), P(LayerIndex(l, kAoW)), P(LayerIndex(l, kAoB)),
+                          a.ln1_in.data(), n, H, H);
     DropoutResidualLayerNorm(a.ln1_in.data(), a.attn_mask.data(), a.x.data(),
-                             P(params, LayerIndex(l, kLn1W)), P(params, LayerIndex(l, kLn1B)),
-                             a.ln1_mean.data(), a.ln1_rstd.data(), a.h1.data(),
-                             SiteSeed(dropout_seed, l + 1, 2));
+                             P(LayerIndex(l, kLn1W)), P(LayerIndex(l, kLn1B)), a.ln1_mean.data(),
+                             a.ln1_rstd.data(), a.h1.data(), SiteSeed(dropout_seed, l + 1, 2));
     // Feed-forward: dense → GELU → dense → dropout → residual → LayerNorm.
-    cpu::LinearForward<T>(a.h1.data(), P(params, LayerIndex(l, kInW)),
-                          P(params, LayerIndex(l, kInB)), a.u.data(), n, H, I);
+    cpu::LinearForward<T>(a.h1.data(), P(LayerIndex(l, kInW)), P(LayerIndex(l, kInB)), a.u.data(),
+                          n, H, I);
     cpu::GeluForward<T>(a.u.data(), a.g.data(), N * I);
-    cpu::LinearForward<T>(a.g.data(), P(params, LayerIndex(l, kOutW)),
-                          P(params, LayerIndex(l, kOutB)), a.ln2_in.data(), n, I, H);
+    cpu::LinearForward<T>(a.g.data(), P(LayerIndex(l, kOutW)), P(LayerIndex(l, kOutB)),
+                          a.ln2_in.data(), n, I, H);
     DropoutResidualLayerNorm(a.ln2_in.data(), a.ffn_mask.data(), a.h1.data(),
-                             P(params, LayerIndex(l, kLn2W)), P(params, LayerIndex(l, kLn2B)),
-                             a.ln2_mean.data(), a.ln2_rstd.data(), out,
-                             SiteSeed(dropout_seed, l + 1, 3));
+                             P(LayerIndex(l, kLn2W)), P(LayerIndex(l, kLn2B)), a.ln2_mean.data(),
+                             a.ln2_rstd.data(), out, SiteSeed(dropout_seed, l + 1, 3));
+    Release(access, l + 1, false);
   }
 
   // Pooler on [CLS] (row 0 of each sequence) → tanh → dropout → classifier.
+  Acquire(access, config_.num_hidden_layers + 1, false);
   const int head = kEmbCount + kLayerCount * config_.num_hidden_layers;
   for (int b = 0; b < B; ++b) {
     std::copy_n(final_.data() + static_cast<size_t>(b) * S * H, H,
                 cls_.data() + static_cast<size_t>(b) * H);
   }
-  cpu::LinearForward<T>(cls_.data(), P(params, head + kPoolW), P(params, head + kPoolB),
-                        pooled_.data(), B, H, H);
+  cpu::LinearForward<T>(cls_.data(), P(head + kPoolW), P(head + kPoolB), pooled_.data(), B, H, H);
   for (T& x : pooled_) x = std::tanh(x);
   pooled_d_ = pooled_;
   cpu::DropoutForward<T>(pooled_d_.data(), pooled_mask_.data(), pooled_d_.size(), hidden_p_,
                          SiteSeed(dropout_seed, config_.num_hidden_layers + 1, 4));
-  cpu::LinearForward<T>(pooled_d_.data(), P(params, head + kClsW), P(params, head + kClsB),
-                        logits_.data(), B, H, C);
+  cpu::LinearForward<T>(pooled_d_.data(), P(head + kClsW), P(head + kClsB), logits_.data(), B, H,
+                        C);
+  Release(access, config_.num_hidden_layers + 1, false);
 
   if (in.labels == nullptr) {
     labels_.clear();
@@ -291,13 +350,12 @@ T BertModel<T>::Forward(const T* params, const BertInputs& in, bool training,
 }
 
 template <typename T>
-void BertModel<T>::Backward(const T* params, T* grads, T loss_weight) {
+void BertModel<T>::Backward(UnitAccess<T>* access, T loss_weight) {
   const int B = B_, S = S_;
   const int H = config_.hidden_size, I = config_.intermediate_size, C = config_.num_labels;
   const size_t N = static_cast<size_t>(B) * S;
   const int n = static_cast<int>(N);
   const int head = kEmbCount + kLayerCount * config_.num_hidden_layers;
-  auto G = [&](int index) { return grads + offsets_[index]; };
 
   // d(loss_weight · mean loss)/d logits.
   std::vector<T> dlogits(static_cast<size_t>(B) * C);
@@ -314,14 +372,16 @@ void BertModel<T>::Backward(const T* params, T* grads, T loss_weight) {
       dz[static_cast<int>(labels_[b])] -= loss_weight / B;
     }
   }
+  Acquire(access, config_.num_hidden_layers + 1, true);
   std::vector<T> dpooled(static_cast<size_t>(B) * H);
-  cpu::LinearBackward<T>(dlogits.data(), pooled_d_.data(), P(params, head + kClsW), dpooled.data(),
+  cpu::LinearBackward<T>(dlogits.data(), pooled_d_.data(), P(head + kClsW), dpooled.data(),
                          G(head + kClsW), G(head + kClsB), B, H, C);
   cpu::DropoutBackward<T>(dpooled.data(), pooled_mask_.data(), dpooled.size(), hidden_p_);
   for (size_t i = 0; i < dpooled.size(); ++i) dpooled[i] *= T(1) - pooled_[i] * pooled_[i];
   std::vector<T> dcls(static_cast<size_t>(B) * H);
-  cpu::LinearBackward<T>(dpooled.data(), cls_.data(), P(params, head + kPoolW), dcls.data(),
+  cpu::LinearBackward<T>(dpooled.data(), cls_.data(), P(head + kPoolW), dcls.data(),
                          G(head + kPoolW), G(head + kPoolB), B, H, H);
+  Release(access, config_.num_hidden_layers + 1, true);
 
   // dX: gradient w.r.t. the current layer's output, (N, H).
   dA_.assign(N * H, T(0));
@@ -336,8 +396,9 @@ void BertModel<T>::Backward(const T* params, T* grads, T loss_weight) {
   const T* empty = nullptr;
   for (int l = config_.num_hidden_layers - 1; l >= 0; --l) {
     LayerActs& a = layers_[l];
+    Acquire(access, l + 1, true);
     // Output LayerNorm: dA (dout) → dB (d ln2_in). ln2_in = dropout(ffn) + h1.
-    cpu::LayerNormBackward<T>(dA_.data(), a.ln2_in.data(), P(params, LayerIndex(l, kLn2W)),
+    cpu::LayerNormBackward<T>(dA_.data(), a.ln2_in.data(), P(LayerIndex(l, kLn2W)),
                               a.ln2_mean.data(), a.ln2_rstd.data(), dB_.data(),
                               G(LayerIndex(l, kLn2W)), G(LayerIndex(l, kLn2B)), n, H);
     // dA ← d h1 (residual part), dC ← d ffn output (through dropout).
@@ -345,31 +406,33 @@ void BertModel<T>::Backward(const T* params, T* grads, T loss_weight) {
     std::copy(dB_.begin(), dB_.end(), dC_.begin());
     cpu::DropoutBackward<T>(dC_.data(), hidden_p_ > 0 ? a.ffn_mask.data() : empty, N * H,
                             hidden_p_);
-    cpu::LinearBackward<T>(dC_.data(), a.g.data(), P(params, LayerIndex(l, kOutW)), dI_.data(),
+    cpu::LinearBackward<T>(dC_.data(), a.g.data(), P(LayerIndex(l, kOutW)), dI_.data(),
                            G(LayerIndex(l, kOutW)), G(LayerIndex(l, kOutB)), n, I, H);
     cpu::GeluBackward<T>(dI_.data(), a.u.data(), dI_.data(), N * I);
-    cpu::LinearBackward<T>(dI_.data(), a.h1.data(), P(params, LayerIndex(l, kInW)), dA_.data(),
+    cpu::LinearBackward<T>(dI_.data(), a.h1.data(), P(LayerIndex(l, kInW)), dA_.data(),
                            G(LayerIndex(l, kInW)), G(LayerIndex(l, kInB)), n, H, I,
                            /*accumulate_dx=*/true);
     // Attention LayerNorm: dA (d h1) → dB (d ln1_in). ln1_in = dropout(attn dense) + x.
-    cpu::LayerNormBackward<T>(dA_.data(), a.ln1_in.data(), P(params, LayerIndex(l, kLn1W)),
+    cpu::LayerNormBackward<T>(dA_.data(), a.ln1_in.data(), P(LayerIndex(l, kLn1W)),
                               a.ln1_mean.data(), a.ln1_rstd.data(), dB_.data(),
                               G(LayerIndex(l, kLn1W)), G(LayerIndex(l, kLn1B)), n, H);
     std::copy(dB_.begin(), dB_.end(), dA_.begin());  // residual into dx
     cpu::DropoutBackward<T>(dB_.data(), hidden_p_ > 0 ? a.attn_mask.data() : empty, N * H,
                             hidden_p_);
-    cpu::LinearBackward<T>(dB_.data(), a.ctx.data(), P(params, LayerIndex(l, kAoW)), dC_.data(),
+    cpu::LinearBackward<T>(dB_.data(), a.ctx.data(), P(LayerIndex(l, kAoW)), dC_.data(),
                            G(LayerIndex(l, kAoW)), G(LayerIndex(l, kAoB)), n, H, H);
     AttentionBackward(a, dC_.data(), dqkv_.data());
     // Q, K, V weights and biases are adjacent: one [3H, H] weight and one [3H] bias.
-    cpu::LinearBackward<T>(dqkv_.data(), a.x.data(), P(params, LayerIndex(l, kQW)), dA_.data(),
+    cpu::LinearBackward<T>(dqkv_.data(), a.x.data(), P(LayerIndex(l, kQW)), dA_.data(),
                            G(LayerIndex(l, kQW)), G(LayerIndex(l, kQB)), n, H, 3 * H,
                            /*accumulate_dx=*/true);
+    Release(access, l + 1, true);
   }
 
   // Embeddings: dropout → LayerNorm → scatter into the three tables.
+  Acquire(access, 0, true);
   cpu::DropoutBackward<T>(dA_.data(), hidden_p_ > 0 ? emb_mask_.data() : empty, N * H, hidden_p_);
-  cpu::LayerNormBackward<T>(dA_.data(), emb_sum_.data(), P(params, kEmbLnW), emb_mean_.data(),
+  cpu::LayerNormBackward<T>(dA_.data(), emb_sum_.data(), P(kEmbLnW), emb_mean_.data(),
                             emb_rstd_.data(), dB_.data(), G(kEmbLnW), G(kEmbLnB), n, H);
   T* gword = G(kWord);
   T* gpos = G(kPos);
@@ -393,6 +456,7 @@ void BertModel<T>::Backward(const T* params, T* grads, T loss_weight) {
       }
     }
   }
+  Release(access, 0, true);
 }
 
 template class BertModel<float>;

@@ -23,6 +23,22 @@ struct BertInputs {
   const float* labels = nullptr;  // (B) class ids (or targets when C == 1); null = no loss
 };
 
+// How the model reaches its parameters and gradients one unit at a time (the layout's units:
+// 0 embeddings, 1..L encoder layers, L+1 pooler + classifier). A pointer addresses the unit's
+// slice of the flat layout from its first element. Forward acquires each unit before use and
+// releases it after; Backward does the same in reverse order and calls GradsDone once a unit's
+// gradients are final for this backward. Data-parallel engines implement it to gather sharded
+// parameters just in time and to reduce gradients while backward continues.
+template <typename T>
+class UnitAccess {
+ public:
+  virtual ~UnitAccess() = default;
+  virtual const T* AcquireParams(int unit) = 0;  // valid until ReleaseParams(unit)
+  virtual void ReleaseParams(int unit) = 0;
+  virtual T* AcquireGrads(int unit) = 0;  // Backward accumulates into it
+  virtual void GradsDone(int unit) = 0;
+};
+
 template <typename T>
 class BertModel {
  public:
@@ -32,9 +48,13 @@ class BertModel {
   // activations are kept for Backward. Returns the mean loss over the batch when labels are
   // given (cross-entropy, or MSE when num_labels == 1), else 0.
   T Forward(const T* params, const BertInputs& in, bool training, uint64_t dropout_seed);
+  T Forward(UnitAccess<T>* access, const BertInputs& in, bool training, uint64_t dropout_seed);
 
   // grads += loss_weight · ∂(mean loss)/∂params, for the last training Forward.
   void Backward(const T* params, T* grads, T loss_weight);
+  void Backward(UnitAccess<T>* access, T loss_weight);
+
+  int num_units() const { return static_cast<int>(unit_begin_.size()); }
 
   const std::vector<T>& logits() const { return logits_; }  // (B, C)
   // Per-sample losses of the last Forward (B).
@@ -54,7 +74,17 @@ class BertModel {
     std::vector<T> ln2_in, ln2_mean, ln2_rstd;      // (N, H), (N), (N)
   };
 
-  const T* P(const T* params, int index) const { return params + offsets_[index]; }
+  // Parameter / gradient `index` (spec index) inside its acquired unit.
+  const T* P(int index) const {
+    const int u = unit_of_[index];
+    return unit_params_[u] + (offsets_[index] - unit_begin_[u]);
+  }
+  T* G(int index) const {
+    const int u = unit_of_[index];
+    return unit_grads_[u] + (offsets_[index] - unit_begin_[u]);
+  }
+  void Acquire(UnitAccess<T>* access, int unit, bool grads);
+  void Release(UnitAccess<T>* access, int unit, bool grads);
   void Resize(int B, int S);
   // Per (batch, head): scores, masked softmax, dropout, context. Reads a->qkv; writes
   // a->probs, a->probs_mask and a->ctx.
@@ -65,7 +95,11 @@ class BertModel {
   void AttentionBackward(const LayerActs& a, const T* dctx, T* dqkv);
 
   BertConfig config_;
-  std::vector<size_t> offsets_;  // per spec index, in layout order
+  std::vector<size_t> offsets_;     // per spec index, in layout order
+  std::vector<int> unit_of_;        // per spec index
+  std::vector<size_t> unit_begin_;  // flat offset of each unit's first element
+  std::vector<const T*> unit_params_;
+  std::vector<T*> unit_grads_;
   int B_ = 0, S_ = 0;
   bool training_ = false;
   float hidden_p_ = 0, attn_p_ = 0;

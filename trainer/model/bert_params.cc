@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace ringmaster::trainer {
 
@@ -109,6 +110,17 @@ void InitBertParams(const BertConfig& c, const ParamLayout& layout, uint64_t see
                 p + static_cast<size_t>(c.pad_token_id + 1) * c.hidden_size, 0.0f);
     }
   }
+}
+
+std::string LayoutFingerprint(const ParamLayout& layout) {
+  std::string out = absl::StrCat(layout.specs.size(), " tensors, ", layout.total, " floats");
+  // FNV-1a over every tensor's name and shape.
+  uint64_t h = 1469598103934665603ULL;
+  for (const ParamSpec& s : layout.specs) {
+    for (char c : s.name) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ULL;
+    for (int64_t d : s.shape) h = (h ^ static_cast<uint64_t>(d)) * 1099511628211ULL;
+  }
+  return absl::StrCat(out, ", ", absl::StrFormat("%016x", h));
 }
 
 }  // namespace ringmaster::trainer

@@ -39,4 +39,8 @@ ParamLayout MakeBertParamLayout(const BertConfig& c);
 void InitBertParams(const BertConfig& c, const ParamLayout& layout, uint64_t seed, float* params,
                     const std::string& prefix = "");
 
+// A short description of the layout's names and shapes (stored in checkpoints, to refuse one
+// written for another model).
+std::string LayoutFingerprint(const ParamLayout& layout);
+
 }  // namespace ringmaster::trainer

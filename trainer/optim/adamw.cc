@@ -1,6 +1,7 @@
 #include "trainer/optim/adamw.h"
 
 #include <cmath>
+#include <utility>
 
 namespace ringmaster::trainer {
 
@@ -11,6 +12,9 @@ AdamW::AdamW(const ParamLayout& layout, AdamWOptions options)
   }
 }
 
+AdamW::AdamW(std::vector<AdamWRange> ranges, size_t n, AdamWOptions options)
+    : ranges_(std::move(ranges)), opt_(options), m_(n, 0.0f), v_(n, 0.0f) {}
+
 void AdamW::Step(float* params, const float* grads, double lr) {
   ++step_;
   const double bc1 = 1.0 - std::pow(opt_.beta1, static_cast<double>(step_));
@@ -19,7 +23,7 @@ void AdamW::Step(float* params, const float* grads, double lr) {
   const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   const float b1 = static_cast<float>(opt_.beta1), b2 = static_cast<float>(opt_.beta2);
   const float eps = static_cast<float>(opt_.eps);
-  for (const Range& r : ranges_) {
+  for (const AdamWRange& r : ranges_) {
     const float decay = r.decay ? static_cast<float>(1.0 - lr * opt_.weight_decay) : 1.0f;
     float* m = m_.data();
     float* v = v_.data();

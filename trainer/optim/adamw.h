@@ -16,9 +16,18 @@ struct AdamWOptions {
   double weight_decay = 0.01;
 };
 
+// A run of elements sharing one weight-decay setting.
+struct AdamWRange {
+  size_t begin, end;
+  bool decay;
+};
+
 class AdamW {
  public:
   AdamW(const ParamLayout& layout, AdamWOptions options);
+  // Over an arbitrary buffer of `n` elements (e.g. one rank's shard); elements outside every
+  // range (shard padding) are left alone.
+  AdamW(std::vector<AdamWRange> ranges, size_t n, AdamWOptions options);
 
   // One update with learning rate `lr`; increments step().
   void Step(float* params, const float* grads, double lr);
@@ -31,11 +40,7 @@ class AdamW {
   const std::vector<float>& exp_avg_sq() const { return v_; }
 
  private:
-  struct Range {
-    size_t begin, end;
-    bool decay;
-  };
-  std::vector<Range> ranges_;
+  std::vector<AdamWRange> ranges_;
   AdamWOptions opt_;
   std::vector<float> m_, v_;
   int64_t step_ = 0;

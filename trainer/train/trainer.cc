@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -17,7 +18,7 @@
 #include "trainer/data/tsv.h"
 #include "trainer/io/hf_model_dir.h"
 #include "trainer/model/cpu_ops.h"
-#include "trainer/train/checkpoint.h"
+#include "trainer/train/sharded_checkpoint.h"
 
 namespace ringmaster::trainer {
 namespace fs = std::filesystem;
@@ -143,13 +144,37 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
   return r;
 }
 
-absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job) {
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, DistContext* dist) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->job_ = job;
   if (job.train.device == "cuda") {
     return absl::UnimplementedError(
         absl::StrCat(job.source, ": train.device: cuda is not available in this build"));
   }
+  DataParallelOptions dpo;
+  RM_ASSIGN_OR_RETURN(dpo.sharding, ParseSharding(job.distributed.sharding));
+  const std::string& comp = job.distributed.compression;
+  if (comp == "powersgd") {
+    dpo.powersgd = true;
+  } else if (comp == "auto") {
+    // CPU ranks have no tensor cores, but what `auto` weighs is the link: a CPU job on one host
+    // or a fast network gains nothing from lossy compression, so auto means none until the
+    // planner measures the links (the control plane's job).
+    dpo.codec = WireCodec::kNone;
+  } else {
+    RM_ASSIGN_OR_RETURN(dpo.codec, ParseWireCodec(comp));
+  }
+  dpo.adam = AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,
+                          job.train.weight_decay};
+  dpo.seed = job.train.seed;
+  if (dist == nullptr) {
+    DistEnv single;
+    RM_ASSIGN_OR_RETURN(
+        t->own_dist_,
+        DistContext::Create(single, dpo.sharding == Sharding::kHybridShard, absl::Seconds(300)));
+    dist = t->own_dist_.get();
+  }
+  t->dist_ = dist;
   RM_ASSIGN_OR_RETURN(t->model_, LoadModelForJob(job));
   const int max_len = std::min(job.data.max_seq_len, t->model_.config.max_position_embeddings);
   RM_ASSIGN_OR_RETURN(t->train_, LoadEncoded(job.data.train, t->model_.config.num_labels,
@@ -158,10 +183,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job) {
     RM_ASSIGN_OR_RETURN(t->eval_, LoadEncoded(job.data.eval, t->model_.config.num_labels,
                                               *t->model_.tokenizer, max_len));
   }
-  t->accumulation_ = job.train.global_batch_size / job.train.micro_batch_size;
-  const int64_t micro_per_epoch = static_cast<int64_t>(
-      PlanEpoch(t->train_, job.train.micro_batch_size, job.data.shuffle, job.train.seed, 0).size());
-  t->steps_per_epoch_ = (micro_per_epoch + t->accumulation_ - 1) / t->accumulation_;
+  const int world = dist->world_size();
+  const int per_rank = (job.train.global_batch_size + world - 1) / world;
+  t->accumulation_ = (per_rank + job.train.micro_batch_size - 1) / job.train.micro_batch_size;
+  t->steps_per_epoch_ = static_cast<int64_t>(
+      PlanEpoch(t->train_, job.train.global_batch_size, job.data.shuffle, job.train.seed, 0)
+          .size());
   t->total_steps_ =
       job.train.max_steps > 0 ? job.train.max_steps : t->steps_per_epoch_ * job.train.epochs;
   t->schedule_.kind = job.train.lr_schedule;
@@ -170,44 +197,66 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job) {
   t->schedule_.warmup_steps =
       WarmupSteps(job.train.warmup_steps, job.train.warmup_ratio, t->total_steps_);
   t->net_ = std::make_unique<BertModel<float>>(t->model_.config, t->model_.layout);
-  t->opt_ = std::make_unique<AdamW>(
-      t->model_.layout, AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,
-                                     job.train.weight_decay});
-  t->grads_.assign(t->model_.layout.total, 0.0f);
-  RM_RETURN_IF_ERROR(MakeDirs(job.output.dir));
-  RM_RETURN_IF_ERROR(
-      WriteFileAtomic((fs::path(job.output.dir) / "job.yaml").string(), JobSpecToYaml(job)));
+  DataParallelComms comms{dist->world(), dist->intra(), dist->inter()};
+  RM_ASSIGN_OR_RETURN(t->dp_,
+                      DataParallel::Create(t->model_.layout, dpo, comms, t->model_.params.data()));
+  // The engine holds the parameters now (only a shard of them under full_shard).
+  std::vector<float>().swap(t->model_.params);
+  if (t->leader()) {
+    RM_RETURN_IF_ERROR(MakeDirs(job.output.dir));
+    RM_RETURN_IF_ERROR(
+        WriteFileAtomic((fs::path(job.output.dir) / "job.yaml").string(), JobSpecToYaml(job)));
+  }
   return t;
 }
 
+std::vector<std::vector<int64_t>> Trainer::ShareOf(const std::vector<int64_t>& global) const {
+  const size_t n = global.size(), w = static_cast<size_t>(dist_->world_size());
+  const size_t r = static_cast<size_t>(dist_->rank());
+  const size_t b = n * r / w, e = n * (r + 1) / w;
+  std::vector<std::vector<int64_t>> micro(accumulation_);
+  const size_t mbs = static_cast<size_t>(job_.train.micro_batch_size);
+  for (size_t i = b, k = 0; i < e; i += mbs, ++k) {
+    micro[k].assign(global.begin() + i, global.begin() + std::min(e, i + mbs));
+  }
+  return micro;
+}
+
 absl::Status Trainer::RestoreLatest() {
-  std::vector<std::string> all = ListCheckpoints(job_.output.dir);
-  // Newest first; a damaged newest checkpoint falls back to the one before it.
+  std::vector<std::string> all = ListShardedCheckpoints(job_.output.dir);
+  const std::string fingerprint = LayoutFingerprint(model_.layout);
+  // Newest first; a checkpoint any rank cannot read is skipped by all ranks together.
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    absl::StatusOr<CheckpointData> d = LoadCheckpoint(*it, model_.layout);
-    if (!d.ok()) {
-      if (d.status().code() == absl::StatusCode::kFailedPrecondition) return d.status();
-      LogWarning(absl::StrCat("skipping damaged checkpoint: ", d.status().message()));
-      continue;
-    }
-    if (d->state.seed != job_.train.seed) {
+    absl::StatusOr<LoadedShard> d =
+        LoadShardedCheckpoint(*it, model_.layout.total, fingerprint, dp_->LoadRanges());
+    if (!d.ok() && d.status().code() == absl::StatusCode::kFailedPrecondition) return d.status();
+    if (d.ok() && d->meta.seed != job_.train.seed) {
       return absl::FailedPreconditionError(absl::StrCat(*it, ": checkpoint was written with seed ",
-                                                        d->state.seed, " but the job has seed ",
+                                                        d->meta.seed, " but the job has seed ",
                                                         job_.train.seed));
     }
-    model_.params = std::move(d->params);
-    opt_->exp_avg() = std::move(d->exp_avg);
-    opt_->exp_avg_sq() = std::move(d->exp_avg_sq);
-    opt_->set_step(d->state.step);
-    step_ = d->state.step;
-    epoch_ = d->state.epoch;
-    cursor_ = d->state.cursor;
-    samples_seen_ = d->state.samples_seen;
-    LogInfo(absl::StrCat("resumed from ", *it, " (step ", step_, ", epoch ", epoch_ + 1, ")"));
+    std::vector<float> bad = {d.ok() ? 0.0f : 1.0f};
+    RM_RETURN_IF_ERROR(dp_->AllReduceWorld(&bad));
+    if (bad[0] > 0) {
+      LogWarning(absl::StrCat("skipping damaged checkpoint: ",
+                              d.ok() ? absl::StrCat(*it, ": unreadable on another rank")
+                                     : std::string(d.status().message())));
+      continue;
+    }
+    RM_RETURN_IF_ERROR(dp_->LoadFrom(*d, d->meta.step));
+    step_ = d->meta.step;
+    epoch_ = d->meta.epoch;
+    cursor_ = d->meta.cursor;
+    samples_seen_ = d->meta.samples_seen;
+    if (leader()) {
+      LogInfo(absl::StrCat("resumed from ", *it, " (step ", step_, ", epoch ", epoch_ + 1,
+                           ", written by ", d->meta.world_size, " rank(s), now ",
+                           dist_->world_size(), ")"));
+    }
     // Drop metric lines of steps after the checkpoint: they are about to be redone.
     const std::string path = (fs::path(job_.output.dir) / "metrics.jsonl").string();
     absl::StatusOr<std::string> text = ReadFile(path);
-    if (text.ok()) {
+    if (leader() && text.ok()) {
       std::string kept;
       size_t pos = 0;
       while (pos < text->size()) {
@@ -229,14 +278,70 @@ absl::Status Trainer::RestoreLatest() {
 }
 
 absl::Status Trainer::Checkpoint() {
-  TrainerState s{step_,         epoch_,          cursor_,
-                 samples_seen_, job_.train.seed, LayoutFingerprint(model_.layout)};
-  return SaveCheckpoint(job_.output.dir, model_.layout, s, model_.params.data(),
-                        opt_->exp_avg().data(), opt_->exp_avg_sq().data(),
-                        job_.output.keep_checkpoints);
+  CheckpointMeta meta;
+  meta.step = step_;
+  meta.epoch = epoch_;
+  meta.cursor = cursor_;
+  meta.samples_seen = samples_seen_;
+  meta.seed = job_.train.seed;
+  meta.fingerprint = LayoutFingerprint(model_.layout);
+  meta.total = model_.layout.total;
+  meta.world_size = dist_->world_size();
+  meta.sharding = std::string(ShardingName(dp_->options().sharding));
+  std::vector<float> p, m, v;
+  dp_->CopyForSave(&p, &m, &v);
+  return SaveShardedCheckpoint(job_.output.dir, dist_->rank(), dist_->world_size(), meta,
+                               dp_->SaveRanges(), p.data(), m.data(), v.data(),
+                               job_.output.keep_checkpoints, [&] { return dp_->Barrier(); });
+}
+
+absl::StatusOr<EvalResult> Trainer::EvaluateAll() {
+  // Rank r evaluates a contiguous share; every rank runs the same number of forwards (empty
+  // ones included) because full_shard gathers parameters inside each forward.
+  const size_t n = eval_.size(), w = static_cast<size_t>(dist_->world_size());
+  const size_t r = static_cast<size_t>(dist_->rank());
+  const size_t b = n * r / w, e = n * (r + 1) / w;
+  const size_t bs = static_cast<size_t>(job_.train.eval_batch_size);
+  const size_t passes = ((n + w - 1) / w + bs - 1) / bs;
+  const int C = model_.config.num_labels;
+  const int32_t pad = model_.tokenizer->special().pad;
+  double loss_sum = 0;
+  double correct = 0;
+  for (size_t k = 0; k < passes; ++k) {
+    const size_t lo = std::min(e, b + k * bs), hi = std::min(e, lo + bs);
+    dp_->BeginMicroBatch(true, /*training=*/false);
+    if (lo == hi) {
+      dp_->RunEmptyForward(net_->num_units());
+      continue;
+    }
+    std::vector<int64_t> idx;
+    for (size_t i = lo; i < hi; ++i) idx.push_back(static_cast<int64_t>(i));
+    Batch batch = MakeBatch(eval_, idx, pad);
+    const float loss = net_->Forward(dp_.get(), InputsOf(batch), false, 0);
+    loss_sum += static_cast<double>(loss) * batch.batch_size;
+    const std::vector<float>& z = net_->logits();
+    for (int i = 0; i < batch.batch_size; ++i) {
+      const float* row = z.data() + static_cast<size_t>(i) * C;
+      if (C > 1 && static_cast<int>(std::max_element(row, row + C) - row) ==
+                       static_cast<int>(batch.labels[i])) {
+        ++correct;
+      }
+    }
+  }
+  RM_RETURN_IF_ERROR(dp_->status());
+  std::vector<float> sums = {static_cast<float>(loss_sum), static_cast<float>(correct)};
+  RM_RETURN_IF_ERROR(dp_->AllReduceWorld(&sums));
+  EvalResult res;
+  res.examples = static_cast<int64_t>(n);
+  if (n > 0) {
+    res.loss = sums[0] / static_cast<double>(n);
+    res.accuracy = sums[1] / static_cast<double>(n);
+  }
+  return res;
 }
 
 absl::Status Trainer::AppendMetrics(const nlohmann::json& line) {
+  if (!leader()) return absl::OkStatus();
   const std::string path = (fs::path(job_.output.dir) / "metrics.jsonl").string();
   std::ofstream f(path, std::ios::app);
   f << line.dump() << "\n";
@@ -246,60 +351,86 @@ absl::Status Trainer::AppendMetrics(const nlohmann::json& line) {
 }
 
 absl::StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
+  absl::StatusOr<TrainResult> r = RunSteps(stop);
+  if (!r.ok()) return dist_->Explain(r.status());
+  return r;
+}
+
+absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
   RM_RETURN_IF_ERROR(RestoreLatest());
   TrainResult result;
-  const int micro = job_.train.micro_batch_size;
   const int32_t pad = model_.tokenizer->special().pad;
-  LogInfo(absl::StrFormat(
-      "training %s: %d train rows, %d eval rows, %lld parameters, %d epochs x %lld steps "
-      "(global batch %d = %d x %d accumulation), total %lld steps",
-      job_.name, train_.size(), eval_.size(), static_cast<long long>(model_.layout.total),
-      job_.train.epochs, static_cast<long long>(steps_per_epoch_), job_.train.global_batch_size,
-      micro, accumulation_, static_cast<long long>(total_steps_)));
-  ProgressReporter progress("train", total_steps_, step_, ::isatty(2) != 0);
+  const int world = dist_->world_size();
+  if (leader()) {
+    LogInfo(absl::StrFormat(
+        "training %s: %d train rows, %d eval rows, %lld parameters, %d epochs x %lld steps "
+        "(global batch %d = %d rank(s) x %d accumulation x micro-batch %d, sharding %s, "
+        "compression %s), total %lld steps",
+        job_.name, train_.size(), eval_.size(), static_cast<long long>(model_.layout.total),
+        job_.train.epochs, static_cast<long long>(steps_per_epoch_), job_.train.global_batch_size,
+        world, accumulation_, job_.train.micro_batch_size, job_.distributed.sharding,
+        job_.distributed.compression, static_cast<long long>(total_steps_)));
+  }
+  ProgressReporter progress("train", total_steps_, step_, leader() && ::isatty(2) != 0);
+  const auto t0 = std::chrono::steady_clock::now();
   bool saved_at_step = false;
+  const uint64_t seed = job_.train.seed;
   while (step_ < total_steps_) {
-    auto plan = PlanEpoch(train_, micro, job_.data.shuffle, job_.train.seed, epoch_);
+    const auto plan =
+        PlanEpoch(train_, job_.train.global_batch_size, job_.data.shuffle, seed, epoch_);
     const int64_t plan_size = static_cast<int64_t>(plan.size());
-    std::vector<int> sizes;
-    for (const auto& mb : plan) sizes.push_back(static_cast<int>(mb.size()));
+    // This rank's micro-batches from the cursor on, `accumulation_` per step.
+    std::vector<std::vector<int64_t>> mine;
+    std::vector<int64_t> step_sizes;
+    for (int64_t g = cursor_; g < plan_size; ++g) {
+      for (auto& mb : ShareOf(plan[g])) mine.push_back(std::move(mb));
+      step_sizes.push_back(static_cast<int64_t>(plan[g].size()));
+    }
     {
-      BatchPrefetcher pf(&train_, std::move(plan), static_cast<size_t>(cursor_), pad);
+      BatchPrefetcher pf(&train_, std::move(mine), 0, pad);
+      int64_t k = 0;  // steps taken from this plan
       while (cursor_ < plan_size && step_ < total_steps_) {
-        const int group = static_cast<int>(std::min<int64_t>(accumulation_, plan_size - cursor_));
-        int64_t n_total = 0;
-        for (int i = 0; i < group; ++i) n_total += sizes[cursor_ + i];
-        std::fill(grads_.begin(), grads_.end(), 0.0f);
+        const int64_t n_total = step_sizes[k++];
+        dp_->BeginStep();
         double loss = 0;
-        for (int i = 0; i < group; ++i) {
+        for (int i = 0; i < accumulation_; ++i) {
           std::optional<Batch> batch = pf.Next();
           if (!batch) return absl::InternalError("data pipeline ended early");
+          dp_->BeginMicroBatch(i + 1 == accumulation_, /*training=*/true);
+          if (batch->batch_size == 0) {
+            dp_->RunEmptyMicroBatch(net_->num_units());
+            continue;
+          }
           const float w = static_cast<float>(batch->batch_size) / static_cast<float>(n_total);
-          const float l = net_->Forward(model_.params.data(), InputsOf(*batch), true,
-                                        DropoutSeed(job_.train.seed, step_, i));
-          net_->Backward(model_.params.data(), grads_.data(), w);
+          const uint64_t ds = DropoutSeed(seed, step_, dist_->rank() * accumulation_ + i);
+          const float l = net_->Forward(dp_.get(), InputsOf(*batch), true, ds);
+          dp_->BeginBackward();
+          net_->Backward(dp_.get(), w);
           loss += static_cast<double>(l) * w;
         }
-        if (!std::isfinite(loss)) {
-          return absl::InternalError(
-              absl::StrCat("loss is ", loss, " at step ", step_ + 1, " (fp32): stopping"));
-        }
-        const double norm = ClipGradNorm(grads_.data(), grads_.size(), job_.train.max_grad_norm);
+        RM_RETURN_IF_ERROR(dp_->status());
         const double lr = schedule_.LrAt(step_);
-        opt_->Step(model_.params.data(), grads_.data(), lr);
+        const bool stop_here = stop != nullptr && stop->load();
+        RM_ASSIGN_OR_RETURN(
+            DataParallel::StepResult sr,
+            dp_->FinishStep(loss, lr, job_.train.max_grad_norm, stop_here ? 1.0f : 0.0f));
+        if (!std::isfinite(sr.loss)) {
+          return absl::InternalError(
+              absl::StrCat("loss is ", sr.loss, " at step ", step_ + 1, " (fp32): stopping"));
+        }
         ++step_;
-        cursor_ += group;
+        ++cursor_;
         samples_seen_ += n_total;
         saved_at_step = false;
         RM_RETURN_IF_ERROR(AppendMetrics({{"step", step_},
                                           {"epoch", epoch_ + 1},
-                                          {"loss", loss},
+                                          {"loss", sr.loss},
                                           {"lr", lr},
-                                          {"grad_norm", norm}}));
-        progress.Update(step_, loss, lr, n_total);
+                                          {"grad_norm", sr.grad_norm}}));
+        progress.Update(step_, sr.loss, lr, n_total);
         if (cursor_ >= plan_size) {
           if (!eval_.empty()) {
-            result.eval = Evaluate(*net_, model_, eval_, job_.train.eval_batch_size, nullptr);
+            RM_ASSIGN_OR_RETURN(result.eval, EvaluateAll());
             progress.Message(absl::StrFormat("epoch %d: eval loss %.4f accuracy %.4f (%d rows)",
                                              epoch_ + 1, result.eval.loss, result.eval.accuracy,
                                              result.eval.examples));
@@ -311,9 +442,10 @@ absl::StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
           ++epoch_;
           cursor_ = 0;
         }
+        // Any rank asked to stop stops every rank (they all must join the checkpoint).
+        const bool stopping = sr.flag_sum > 0;
         const bool periodic = job_.output.checkpoint_every_steps > 0 &&
                               step_ % job_.output.checkpoint_every_steps == 0;
-        const bool stopping = stop != nullptr && stop->load();
         if (periodic || stopping) {
           RM_RETURN_IF_ERROR(Checkpoint());
           saved_at_step = true;
@@ -330,19 +462,51 @@ absl::StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
     }
   }
   progress.Finish();
+  const double train_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Evaluate when the run ended mid-epoch (max_steps) so the result always has a figure.
   if (!eval_.empty() && result.eval.examples == 0) {
-    result.eval = Evaluate(*net_, model_, eval_, job_.train.eval_batch_size, nullptr);
-    LogInfo(absl::StrFormat("eval loss %.4f accuracy %.4f (%d rows)", result.eval.loss,
-                            result.eval.accuracy, result.eval.examples));
+    RM_ASSIGN_OR_RETURN(result.eval, EvaluateAll());
+    if (leader()) {
+      LogInfo(absl::StrFormat("eval loss %.4f accuracy %.4f (%d rows)", result.eval.loss,
+                              result.eval.accuracy, result.eval.examples));
+    }
   }
   if (!saved_at_step) RM_RETURN_IF_ERROR(Checkpoint());
   result.steps = step_;
   result.export_dir = (fs::path(job_.output.dir) / "final").string();
-  RM_RETURN_IF_ERROR(ExportHfModelDir(result.export_dir, model_.config, model_.layout,
-                                      model_.params.data(), model_.vocab_path,
-                                      model_.do_lower_case));
-  LogInfo(absl::StrCat("exported ", result.export_dir));
+  std::vector<float> full;
+  RM_RETURN_IF_ERROR(dp_->GatherFullParams(&full));
+  if (leader()) {
+    RM_RETURN_IF_ERROR(ExportHfModelDir(result.export_dir, model_.config, model_.layout,
+                                        full.data(), model_.vocab_path, model_.do_lower_case));
+    LogInfo(absl::StrCat("exported ", result.export_dir));
+  }
+  const MemoryStats mem = dp_->memory();
+  const CommCounters& cc = dp_->counters();
+  LogInfo(absl::StrFormat(
+      "rank %d: state memory %.1f MiB persistent + %.1f MiB peak transient; sent %.1f MiB "
+      "gathers, %.1f MiB reductions (%.1f MiB as fp32)",
+      dist_->rank(), mem.persistent_bytes / 1048576.0, mem.peak_transient_bytes / 1048576.0,
+      cc.gather_bytes.load() / 1048576.0, cc.reduce_wire_bytes.load() / 1048576.0,
+      cc.reduce_raw_bytes.load() / 1048576.0));
+  // Per-rank figures for benchmarks and tests: output.dir/ranks/rank-<r>.json.
+  const fs::path ranks_dir = fs::path(job_.output.dir) / "ranks";
+  RM_RETURN_IF_ERROR(MakeDirs(ranks_dir.string()));
+  const nlohmann::json stats = {{"rank", dist_->rank()},
+                                {"world_size", dist_->world_size()},
+                                {"sharding", job_.distributed.sharding},
+                                {"compression", job_.distributed.compression},
+                                {"persistent_state_bytes", mem.persistent_bytes},
+                                {"peak_transient_bytes", mem.peak_transient_bytes},
+                                {"gather_bytes", cc.gather_bytes.load()},
+                                {"reduce_wire_bytes", cc.reduce_wire_bytes.load()},
+                                {"reduce_raw_bytes", cc.reduce_raw_bytes.load()},
+                                {"steps", step_},
+                                {"train_seconds", train_seconds}};
+  RM_RETURN_IF_ERROR(WriteFileAtomic(
+      (ranks_dir / absl::StrCat("rank-", dist_->rank(), ".json")).string(), stats.dump(2) + "\n"));
+  RM_RETURN_IF_ERROR(dp_->Barrier());  // nobody exits before the export is written
   return result;
 }
 

@@ -1,6 +1,8 @@
-// One-process training of a BertForSequenceClassification from a job spec: data, model,
-// AdamW with schedule and clipping, gradient accumulation, evaluation each epoch,
-// checkpoints with resume, and the final Hugging Face export.
+// Training of a BertForSequenceClassification from a job spec, as one process or as one rank of
+// many: data (each rank batches its share of every global batch), model, the data-parallel
+// engine (sharding, gradient reduction, AdamW with schedule and clipping), gradient
+// accumulation, evaluation each epoch, sharded checkpoints with resume (at any world size), and
+// the final Hugging Face export.
 #pragma once
 
 #include <atomic>
@@ -12,6 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trainer/data/batcher.h"
+#include "trainer/dist/data_parallel.h"
+#include "trainer/dist/dist_context.h"
 #include "trainer/job/job_spec.h"
 #include "trainer/model/bert_config.h"
 #include "trainer/model/bert_model.h"
@@ -57,24 +61,33 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
 
 class Trainer {
  public:
-  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobSpec& job);
+  // `dist` is this rank's context (null: a single process). It must outlive the trainer.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobSpec& job,
+                                                         DistContext* dist = nullptr);
 
   // Trains to the end (or until `stop` becomes true: then checkpoints and returns early).
   absl::StatusOr<TrainResult> Run(const std::atomic<bool>* stop = nullptr);
 
  private:
   Trainer() = default;
+  absl::StatusOr<TrainResult> RunSteps(const std::atomic<bool>* stop);
   absl::Status RestoreLatest();
   absl::Status Checkpoint();
+  // Evaluation split over the ranks; sums combined (collective).
+  absl::StatusOr<EvalResult> EvaluateAll();
+  // This rank's micro-batches of one global batch: `accumulation_` lists, some maybe empty.
+  std::vector<std::vector<int64_t>> ShareOf(const std::vector<int64_t>& global) const;
+  bool leader() const { return dist_->rank() == 0; }
   // One JSON line appended to output.dir/metrics.jsonl.
   absl::Status AppendMetrics(const nlohmann::json& line);
 
   JobSpec job_;
   LoadedModel model_;
   std::vector<EncodedExample> train_, eval_;
+  std::unique_ptr<DistContext> own_dist_;  // a world of one when none was given
+  DistContext* dist_ = nullptr;
   std::unique_ptr<BertModel<float>> net_;
-  std::unique_ptr<AdamW> opt_;
-  std::vector<float> grads_;
+  std::unique_ptr<DataParallel> dp_;
   LrSchedule schedule_;
   int accumulation_ = 1;
   int64_t steps_per_epoch_ = 0;
@@ -82,7 +95,7 @@ class Trainer {
   // Position.
   int64_t step_ = 0;
   int epoch_ = 0;
-  int64_t cursor_ = 0;
+  int64_t cursor_ = 0;  // index of the next global batch in this epoch's plan
   int64_t samples_seen_ = 0;
 };
 

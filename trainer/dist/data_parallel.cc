@@ -1,0 +1,555 @@
+#include "trainer/dist/data_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace ringmaster::trainer {
+
+absl::StatusOr<Sharding> ParseSharding(std::string_view name) {
+  if (name == "no_shard") return Sharding::kNoShard;
+  if (name == "shard_grad_op") return Sharding::kShardGradOp;
+  if (name == "full_shard") return Sharding::kFullShard;
+  if (name == "hybrid_shard") return Sharding::kHybridShard;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown sharding '", std::string(name),
+                   "' (expected no_shard, shard_grad_op, full_shard or hybrid_shard)"));
+}
+
+std::string_view ShardingName(Sharding s) {
+  switch (s) {
+    case Sharding::kNoShard:
+      return "no_shard";
+    case Sharding::kShardGradOp:
+      return "shard_grad_op";
+    case Sharding::kFullShard:
+      return "full_shard";
+    case Sharding::kHybridShard:
+      return "hybrid_shard";
+  }
+  return "?";
+}
+
+namespace {
+
+// Keys of the second-stage error-feedback residuals.
+constexpr int kKeyHybridInter = -1;
+
+}  // namespace
+
+DataParallel::DataParallel(const ParamLayout& layout, const DataParallelOptions& options,
+                           const DataParallelComms& comms)
+    : layout_(layout), options_(options), comms_(comms) {}
+
+DataParallel::~DataParallel() { queue_.Drain().IgnoreError(); }
+
+bool DataParallel::sharded_params() const {
+  return options_.sharding == Sharding::kFullShard || options_.sharding == Sharding::kHybridShard;
+}
+
+absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
+    const ParamLayout& layout, const DataParallelOptions& options, const DataParallelComms& comms,
+    const float* initial) {
+  if (comms.world == nullptr) return absl::InvalidArgumentError("DataParallel: no communicator");
+  const bool hybrid = options.sharding == Sharding::kHybridShard;
+  if (hybrid && (comms.intra == nullptr || comms.inter == nullptr)) {
+    return absl::InvalidArgumentError(
+        "hybrid_shard needs intra-node and inter-node communicators (torchrun's "
+        "LOCAL_WORLD_SIZE must be the same on every node)");
+  }
+  if (options.powersgd && options.sharding != Sharding::kNoShard && !hybrid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compression: powersgd works on replicated gradients: use sharding no_shard or "
+        "hybrid_shard (got ",
+        std::string(ShardingName(options.sharding)), "); int8/fp16/bf16 work with every sharding"));
+  }
+  std::unique_ptr<DataParallel> dp(new DataParallel(layout, options, comms));
+  dp->group_ = hybrid ? comms.intra : comms.world;
+  dp->group_rank_ = dp->group_->rank();
+  dp->group_size_ = dp->group_->size();
+
+  // Units: contiguous runs of specs with the same unit index.
+  for (const ParamSpec& s : layout.specs) {
+    if (dp->units_.empty() || static_cast<int>(dp->units_.size()) <= s.unit) {
+      dp->units_.push_back(Unit{s.offset, 0, 0, 0, 0});
+    }
+    dp->units_.back().numel = s.offset + s.numel - dp->units_.back().begin;
+  }
+  const size_t g = static_cast<size_t>(dp->group_size_);
+  for (Unit& u : dp->units_) {
+    u.shard = (u.numel + g - 1) / g;
+    u.local = dp->local_total_;
+    const size_t lo = std::min(u.numel, static_cast<size_t>(dp->group_rank_) * u.shard);
+    const size_t hi = std::min(u.numel, lo + u.shard);
+    u.valid = hi - lo;
+    dp->local_total_ += u.shard;
+  }
+  const size_t U = dp->units_.size();
+  dp->gathered_.resize(U);
+  dp->gather_work_.resize(U);
+  dp->unit_grads_.resize(U);
+  dp->reduce_work_.resize(U);
+  if (options.codec == WireCodec::kInt8 && options.sharding != Sharding::kNoShard) {
+    dp->residual_rs_.resize(U);
+    for (size_t u = 0; u < U; ++u) dp->residual_rs_[u].assign(dp->units_[u].shard * g, 0.0f);
+  }
+  if (options.codec == WireCodec::kInt8) dp->residual_ag_.resize(U + 1);
+
+  if (options.sharding == Sharding::kNoShard) {
+    dp->full_params_.assign(initial, initial + layout.total);
+    dp->full_grads_.assign(layout.total, 0.0f);
+    dp->opt_ = std::make_unique<AdamW>(layout, options.adam);
+  } else {
+    if (dp->full_params()) dp->full_params_.assign(initial, initial + layout.total);
+    if (options.sharding == Sharding::kShardGradOp) dp->full_grads_.assign(layout.total, 0.0f);
+    dp->shard_params_.assign(dp->local_total_, 0.0f);
+    dp->shard_grads_.assign(dp->local_total_, 0.0f);
+    std::vector<AdamWRange> ranges;
+    for (const Unit& u : dp->units_) {
+      const size_t ob = dp->owned_begin(u), oe = ob + u.valid;
+      std::copy(initial + ob, initial + oe, dp->shard_params_.begin() + u.local);
+      for (const ParamSpec& s : layout.specs) {
+        const size_t b = std::max(ob, s.offset), e = std::min(oe, s.offset + s.numel);
+        if (b < e) ranges.push_back({u.local + (b - ob), u.local + (e - ob), s.weight_decay});
+      }
+    }
+    dp->opt_ = std::make_unique<AdamW>(std::move(ranges), dp->local_total_, options.adam);
+  }
+
+  if (options.powersgd) {
+    std::vector<MatrixRange> mats;
+    size_t total = 0;
+    for (const ParamSpec& s : layout.specs) {
+      if (s.shape.size() != 2) continue;
+      const size_t rows = static_cast<size_t>(s.shape[0]), cols = static_cast<size_t>(s.shape[1]);
+      if (!hybrid) {
+        mats.push_back({s.offset, rows, cols});
+        continue;
+      }
+      // The whole rows of this matrix that lie in this rank's shard of its unit.
+      const Unit& u = dp->units_[s.unit];
+      const size_t ob = dp->owned_begin(u), oe = ob + u.valid;
+      const size_t b = std::max(ob, s.offset), e = std::min(oe, s.offset + s.numel);
+      if (b >= e) continue;
+      const size_t r0 = (b - s.offset + cols - 1) / cols, r1 = (e - s.offset) / cols;
+      if (r1 > r0) mats.push_back({u.local + (s.offset + r0 * cols - ob), r1 - r0, cols});
+    }
+    total = hybrid ? dp->local_total_ : layout.total;
+    PowerSgdOptions po;
+    po.rank = options.powersgd_rank;
+    po.seed = options.seed;
+    dp->powersgd_ = std::make_unique<PowerSgd>(std::move(mats), total, po);
+  }
+  return dp;
+}
+
+void DataParallel::Fail(const absl::Status& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failure_.ok()) failure_ = s;
+}
+
+absl::Status DataParallel::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+void DataParallel::Track(ptrdiff_t delta) {
+  const int64_t now = transient_bytes_.fetch_add(delta) + delta;
+  int64_t peak = peak_transient_bytes_.load();
+  while (now > peak && !peak_transient_bytes_.compare_exchange_weak(peak, now)) {
+  }
+}
+
+void DataParallel::BeginStep() {
+  std::fill(full_grads_.begin(), full_grads_.end(), 0.0f);
+  std::fill(shard_grads_.begin(), shard_grads_.end(), 0.0f);
+}
+
+void DataParallel::BeginMicroBatch(bool last_of_step, bool training) {
+  last_micro_ = last_of_step;
+  training_ = training;
+  backward_ = false;
+}
+
+void DataParallel::IssueGather(int unit) {
+  if (gather_work_[unit] != nullptr || !gathered_[unit].empty()) return;
+  const Unit& u = units_[unit];
+  gathered_[unit].resize(u.shard * static_cast<size_t>(group_size_));
+  Track(static_cast<ptrdiff_t>(gathered_[unit].size() * sizeof(float)));
+  counters_.gather_bytes += u.shard * sizeof(float) * static_cast<size_t>(group_size_ - 1);
+  float* out = gathered_[unit].data();
+  const float* in = shard_params_.data() + u.local;
+  gather_work_[unit] =
+      queue_.Submit([this, in, out, n = u.shard] { return group_->AllGather(in, out, n); });
+}
+
+void DataParallel::WaitGather(int unit) {
+  if (gather_work_[unit] == nullptr) return;
+  absl::Status s = gather_work_[unit]->Wait();
+  gather_work_[unit] = nullptr;
+  if (!s.ok()) Fail(s);
+}
+
+const float* DataParallel::AcquireParams(int unit) {
+  if (full_params()) return full_params_.data() + units_[unit].begin;
+  IssueGather(unit);
+  WaitGather(unit);
+  // Prefetch the unit that comes next in this pass.
+  const int next = backward_ ? unit - 1 : unit + 1;
+  if (next >= 0 && next < static_cast<int>(units_.size())) IssueGather(next);
+  return gathered_[unit].data();
+}
+
+void DataParallel::ReleaseParams(int unit) {
+  if (full_params()) return;
+  // The head is used again at once by backward: keep it (as FSDP keeps its root unit).
+  if (training_ && !backward_ && unit + 1 == static_cast<int>(units_.size())) return;
+  WaitGather(unit);  // a prefetch of this unit may still be in flight
+  Track(-static_cast<ptrdiff_t>(gathered_[unit].size() * sizeof(float)));
+  std::vector<float>().swap(gathered_[unit]);
+}
+
+float* DataParallel::AcquireGrads(int unit) {
+  const Unit& u = units_[unit];
+  if (!sharded_params()) return full_grads_.data() + u.begin;
+  if (reduce_work_[unit] != nullptr) {  // the previous micro-batch's reduction of this unit
+    absl::Status s = reduce_work_[unit]->Wait();
+    reduce_work_[unit] = nullptr;
+    if (!s.ok()) Fail(s);
+  }
+  unit_grads_[unit].assign(u.shard * static_cast<size_t>(group_size_), 0.0f);
+  Track(static_cast<ptrdiff_t>(unit_grads_[unit].size() * sizeof(float)));
+  return unit_grads_[unit].data();
+}
+
+void DataParallel::GradsDone(int unit) {
+  const Unit& u = units_[unit];
+  switch (options_.sharding) {
+    case Sharding::kNoShard: {
+      if (!last_micro_ || powersgd_ != nullptr) return;  // PowerSGD runs in FinishStep
+      float* data = full_grads_.data() + u.begin;
+      reduce_work_[unit] = queue_.Submit([this, data, n = u.numel, unit] {
+        return CompressedAllReduce(comms_.world, data, n, unit);
+      });
+      return;
+    }
+    case Sharding::kShardGradOp: {
+      if (!last_micro_) return;
+      reduce_work_[unit] = queue_.Submit([this, unit] {
+        const Unit& uu = units_[unit];
+        const size_t padded = uu.shard * static_cast<size_t>(group_size_);
+        if (padded_scratch_.size() < padded) {
+          Track(static_cast<ptrdiff_t>((padded - padded_scratch_.size()) * sizeof(float)));
+          padded_scratch_.resize(padded);
+        }
+        std::copy_n(full_grads_.data() + uu.begin, uu.numel, padded_scratch_.data());
+        std::fill(padded_scratch_.begin() + uu.numel, padded_scratch_.begin() + padded, 0.0f);
+        return ReduceScatterUnit(unit, padded_scratch_.data());
+      });
+      return;
+    }
+    case Sharding::kFullShard:
+    case Sharding::kHybridShard: {
+      std::vector<float>* buf = &unit_grads_[unit];
+      reduce_work_[unit] = queue_.Submit([this, unit, buf] {
+        absl::Status s = ReduceScatterUnit(unit, buf->data());
+        Track(-static_cast<ptrdiff_t>(buf->size() * sizeof(float)));
+        std::vector<float>().swap(*buf);
+        return s;
+      });
+      return;
+    }
+  }
+}
+
+absl::Status DataParallel::ReduceScatterUnit(int unit, const float* padded) {
+  const Unit& u = units_[unit];
+  const size_t g = static_cast<size_t>(group_size_);
+  float* mine = shard_grads_.data() + u.local;
+  counters_.reduce_raw_bytes += u.shard * sizeof(float) * (g - 1);
+  if (options_.codec == WireCodec::kNone || g == 1) {
+    counters_.reduce_wire_bytes += u.shard * sizeof(float) * (g - 1);
+    std::vector<float> out(u.shard);
+    RM_RETURN_IF_ERROR(group_->ReduceScatterSum(padded, out.data(), u.shard));
+    for (size_t i = 0; i < u.shard; ++i) mine[i] += out[i];
+    return absl::OkStatus();
+  }
+  const size_t bytes = EncodedBytes(options_.codec, u.shard);
+  counters_.reduce_wire_bytes += bytes * (g - 1);
+  std::vector<uint8_t> send(bytes * g), recv(bytes * g);
+  float* residual = options_.codec == WireCodec::kInt8 ? residual_rs_[unit].data() : nullptr;
+  for (size_t r = 0; r < g; ++r) {
+    Encode(options_.codec, padded + r * u.shard, u.shard,
+           residual != nullptr ? residual + r * u.shard : nullptr, send.data() + r * bytes);
+  }
+  RM_RETURN_IF_ERROR(group_->AllToAll(send.data(), recv.data(), bytes));
+  for (size_t r = 0; r < g; ++r) DecodeAdd(options_.codec, recv.data() + r * bytes, u.shard, mine);
+  return absl::OkStatus();
+}
+
+absl::Status DataParallel::CompressedAllReduce(Communicator* comm, float* data, size_t n, int key) {
+  const size_t g = static_cast<size_t>(comm->size());
+  counters_.reduce_raw_bytes += 2 * n * sizeof(float) * (g - 1) / g;
+  if (options_.codec == WireCodec::kNone || g == 1) {
+    counters_.reduce_wire_bytes += 2 * n * sizeof(float) * (g - 1) / g;
+    return comm->AllReduceSum(data, n);
+  }
+  // Stage 1, reduce-scatter: block r goes to rank r, which sums the decoded blocks.
+  const size_t block = (n + g - 1) / g;
+  const size_t bytes = EncodedBytes(options_.codec, block);
+  counters_.reduce_wire_bytes += 2 * bytes * (g - 1);
+  std::vector<float> padded(block * g, 0.0f);
+  std::copy_n(data, n, padded.data());
+  const bool ef = options_.codec == WireCodec::kInt8;
+  // Residual keys: units use residual_rs_ for stage 1 (sized to the unit's padded shard·g,
+  // which differs from block·g here), so all-reduce residuals live in residual_ag_.
+  const size_t slot = static_cast<size_t>(key + 1);
+  if (ef && residual_ag_[slot].size() != block * g + block) {
+    residual_ag_[slot].assign(block * g + block, 0.0f);
+  }
+  float* res1 = ef ? residual_ag_[slot].data() : nullptr;
+  float* res2 = ef ? residual_ag_[slot].data() + block * g : nullptr;
+  std::vector<uint8_t> send(bytes * g), recv(bytes * g);
+  for (size_t r = 0; r < g; ++r) {
+    Encode(options_.codec, padded.data() + r * block, block,
+           res1 != nullptr ? res1 + r * block : nullptr, send.data() + r * bytes);
+  }
+  RM_RETURN_IF_ERROR(comm->AllToAll(send.data(), recv.data(), bytes));
+  std::vector<float> sum(block, 0.0f);
+  for (size_t r = 0; r < g; ++r)
+    DecodeAdd(options_.codec, recv.data() + r * bytes, block, sum.data());
+  // Stage 2, all-gather of the encoded sums (the owner keeps this stage's residual).
+  std::vector<uint8_t> mine(bytes);
+  Encode(options_.codec, sum.data(), block, res2, mine.data());
+  RM_RETURN_IF_ERROR(comm->AllGatherBytes(mine.data(), recv.data(), bytes));
+  for (size_t r = 0; r < g; ++r)
+    Decode(options_.codec, recv.data() + r * bytes, block, padded.data() + r * block);
+  std::copy_n(padded.data(), n, data);
+  return absl::OkStatus();
+}
+
+void DataParallel::RunEmptyMicroBatch(int num_units) {
+  backward_ = false;
+  for (int u = 0; u < num_units; ++u) {
+    AcquireParams(u);
+    ReleaseParams(u);
+  }
+  backward_ = true;
+  for (int u = num_units - 1; u >= 0; --u) {
+    AcquireParams(u);
+    AcquireGrads(u);
+    GradsDone(u);
+    ReleaseParams(u);
+  }
+}
+
+void DataParallel::RunEmptyForward(int num_units) {
+  backward_ = false;
+  for (int u = 0; u < num_units; ++u) {
+    AcquireParams(u);
+    ReleaseParams(u);
+  }
+}
+
+absl::StatusOr<DataParallel::StepResult> DataParallel::FinishStep(double local_loss, double lr,
+                                                                  double max_grad_norm,
+                                                                  float flag) {
+  for (auto& w : reduce_work_) w = nullptr;
+  RM_RETURN_IF_ERROR(queue_.Drain());
+  RM_RETURN_IF_ERROR(status());
+  const bool hybrid = options_.sharding == Sharding::kHybridShard;
+  // Replicated reductions that are not overlapped with backward.
+  if (options_.sharding == Sharding::kNoShard && powersgd_ != nullptr) {
+    RM_RETURN_IF_ERROR(queue_.Run([&] {
+      counters_.reduce_raw_bytes += 2 * full_grads_.size() * sizeof(float);
+      counters_.reduce_wire_bytes += 2 * powersgd_->wire_floats_per_call() * sizeof(float);
+      return powersgd_->AllReduce(
+          full_grads_.data(), comms_.world->size(),
+          [&](float* d, size_t n) { return comms_.world->AllReduceSum(d, n); });
+    }));
+  }
+  if (hybrid) {
+    RM_RETURN_IF_ERROR(queue_.Run([&]() -> absl::Status {
+      if (powersgd_ != nullptr) {
+        counters_.reduce_raw_bytes += 2 * shard_grads_.size() * sizeof(float);
+        counters_.reduce_wire_bytes += 2 * powersgd_->wire_floats_per_call() * sizeof(float);
+        return powersgd_->AllReduce(
+            shard_grads_.data(), comms_.inter->size(),
+            [&](float* d, size_t n) { return comms_.inter->AllReduceSum(d, n); });
+      }
+      return CompressedAllReduce(comms_.inter, shard_grads_.data(), shard_grads_.size(),
+                                 kKeyHybridInter);
+    }));
+  }
+  // Global loss and squared gradient norm in one small all-reduce. Each element of the
+  // gradient is counted once: rank 0 for replicated gradients, shard owners otherwise (only on
+  // node 0 under hybrid_shard, where every node holds the same shards).
+  double sq = 0;
+  const bool counts = options_.sharding == Sharding::kNoShard ? comms_.world->rank() == 0
+                      : hybrid                                ? comms_.inter->rank() == 0
+                                                              : true;
+  if (counts) {
+    const std::vector<float>& gr =
+        options_.sharding == Sharding::kNoShard ? full_grads_ : shard_grads_;
+    for (float x : gr) sq += static_cast<double>(x) * x;
+  }
+  std::vector<float> sums = {static_cast<float>(local_loss), static_cast<float>(sq), flag};
+  RM_RETURN_IF_ERROR(AllReduceWorld(&sums));
+  StepResult result{sums[0], std::sqrt(static_cast<double>(sums[1])), sums[2]};
+  float* grads = options_.sharding == Sharding::kNoShard ? full_grads_.data() : shard_grads_.data();
+  const size_t n =
+      options_.sharding == Sharding::kNoShard ? full_grads_.size() : shard_grads_.size();
+  if (max_grad_norm > 0) {
+    const double coef = max_grad_norm / (result.grad_norm + 1e-6);
+    if (coef < 1.0) {
+      const float c = static_cast<float>(coef);
+      for (size_t i = 0; i < n; ++i) grads[i] *= c;
+    }
+  }
+  if (options_.sharding == Sharding::kNoShard) {
+    opt_->Step(full_params_.data(), full_grads_.data(), lr);
+    return result;
+  }
+  opt_->Step(shard_params_.data(), shard_grads_.data(), lr);
+  if (options_.sharding == Sharding::kShardGradOp) {
+    // Publish the updated shards into every rank's full parameters.
+    RM_RETURN_IF_ERROR(queue_.Run([&]() -> absl::Status {
+      std::vector<float> all;
+      for (const Unit& u : units_) {
+        all.resize(u.shard * static_cast<size_t>(group_size_));
+        counters_.gather_bytes += u.shard * sizeof(float) * static_cast<size_t>(group_size_ - 1);
+        RM_RETURN_IF_ERROR(group_->AllGather(shard_params_.data() + u.local, all.data(), u.shard));
+        std::copy_n(all.data(), u.numel, full_params_.data() + u.begin);
+      }
+      return absl::OkStatus();
+    }));
+  }
+  return result;
+}
+
+absl::Status DataParallel::AllReduceWorld(std::vector<float>* values) {
+  return queue_.Run([&] { return comms_.world->AllReduceSum(values->data(), values->size()); });
+}
+
+absl::Status DataParallel::Barrier() {
+  return queue_.Run([&] { return comms_.world->Barrier(); });
+}
+
+absl::Status DataParallel::GatherFullParams(std::vector<float>* out) {
+  if (full_params()) {
+    *out = full_params_;
+    return absl::OkStatus();
+  }
+  return GatherShards(out);
+}
+
+absl::Status DataParallel::GatherShards(std::vector<float>* out) {
+  out->assign(layout_.total, 0.0f);
+  return queue_.Run([&]() -> absl::Status {
+    std::vector<float> all;
+    for (const Unit& u : units_) {
+      all.resize(u.shard * static_cast<size_t>(group_size_));
+      RM_RETURN_IF_ERROR(group_->AllGather(shard_params_.data() + u.local, all.data(), u.shard));
+      std::copy_n(all.data(), u.numel, out->data() + u.begin);
+    }
+    return absl::OkStatus();
+  });
+}
+
+ShardRanges DataParallel::SaveRanges() const {
+  ShardRanges r;
+  if (options_.sharding == Sharding::kNoShard) {
+    // Every rank holds everything: each writes an equal slice, so writes run in parallel.
+    const size_t w = static_cast<size_t>(comms_.world->size());
+    const size_t k = static_cast<size_t>(comms_.world->rank());
+    const size_t b = layout_.total * k / w, e = layout_.total * (k + 1) / w;
+    if (b < e) r.ranges.push_back({b, e});
+    return r;
+  }
+  // Under hybrid_shard node 0 writes; the other nodes hold the same shards.
+  if (options_.sharding == Sharding::kHybridShard && comms_.inter->rank() != 0) return r;
+  for (const Unit& u : units_) {
+    if (u.valid > 0) r.ranges.push_back({owned_begin(u), owned_begin(u) + u.valid});
+  }
+  return r;
+}
+
+ShardRanges DataParallel::LoadRanges() const {
+  ShardRanges r;
+  if (options_.sharding == Sharding::kNoShard) {
+    r.ranges.push_back({0, layout_.total});
+    return r;
+  }
+  for (const Unit& u : units_) {
+    if (u.valid > 0) r.ranges.push_back({owned_begin(u), owned_begin(u) + u.valid});
+  }
+  return r;
+}
+
+void DataParallel::CopyForSave(std::vector<float>* params, std::vector<float>* exp_avg,
+                               std::vector<float>* exp_avg_sq) const {
+  params->clear();
+  exp_avg->clear();
+  exp_avg_sq->clear();
+  const ShardRanges r = SaveRanges();
+  if (options_.sharding == Sharding::kNoShard) {
+    for (const auto& [b, e] : r.ranges) {
+      params->insert(params->end(), full_params_.begin() + b, full_params_.begin() + e);
+      exp_avg->insert(exp_avg->end(), opt_->exp_avg().begin() + b, opt_->exp_avg().begin() + e);
+      exp_avg_sq->insert(exp_avg_sq->end(), opt_->exp_avg_sq().begin() + b,
+                         opt_->exp_avg_sq().begin() + e);
+    }
+    return;
+  }
+  if (r.ranges.empty()) return;
+  for (const Unit& u : units_) {
+    if (u.valid == 0) continue;
+    auto span = [&](const std::vector<float>& v, std::vector<float>* out) {
+      out->insert(out->end(), v.begin() + u.local, v.begin() + u.local + u.valid);
+    };
+    span(shard_params_, params);
+    span(opt_->exp_avg(), exp_avg);
+    span(opt_->exp_avg_sq(), exp_avg_sq);
+  }
+}
+
+absl::Status DataParallel::LoadFrom(const LoadedShard& shard, int64_t optimizer_step) {
+  const ShardRanges want = LoadRanges();
+  if (shard.params.size() != want.local_numel()) {
+    return absl::InternalError("checkpoint shard does not match this rank's ranges");
+  }
+  opt_->set_step(optimizer_step);
+  if (options_.sharding == Sharding::kNoShard) {
+    full_params_ = shard.params;
+    opt_->exp_avg() = shard.exp_avg;
+    opt_->exp_avg_sq() = shard.exp_avg_sq;
+    return absl::OkStatus();
+  }
+  size_t pos = 0;
+  for (const Unit& u : units_) {
+    if (u.valid == 0) continue;
+    std::copy_n(shard.params.begin() + pos, u.valid, shard_params_.begin() + u.local);
+    std::copy_n(shard.exp_avg.begin() + pos, u.valid, opt_->exp_avg().begin() + u.local);
+    std::copy_n(shard.exp_avg_sq.begin() + pos, u.valid, opt_->exp_avg_sq().begin() + u.local);
+    pos += u.valid;
+  }
+  // shard_grad_op: rebuild the full parameters from the loaded shards (collective).
+  if (options_.sharding == Sharding::kShardGradOp) RM_RETURN_IF_ERROR(GatherShards(&full_params_));
+  return absl::OkStatus();
+}
+
+MemoryStats DataParallel::memory() const {
+  MemoryStats m;
+  auto bytes = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
+  m.persistent_bytes = bytes(full_params_) + bytes(full_grads_) + bytes(shard_params_) +
+                       bytes(shard_grads_) + bytes(opt_->exp_avg()) + bytes(opt_->exp_avg_sq());
+  for (const auto& r : residual_rs_) m.persistent_bytes += bytes(r);
+  for (const auto& r : residual_ag_) m.persistent_bytes += bytes(r);
+  m.peak_transient_bytes = static_cast<size_t>(peak_transient_bytes_.load());
+  return m;
+}
+
+}  // namespace ringmaster::trainer
