@@ -146,6 +146,10 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
   return dp;
 }
 
+bool DataParallel::PowerSgdNow() const {
+  return powersgd_ != nullptr && opt_->step() >= options_.powersgd_start_step;
+}
+
 void DataParallel::Fail(const absl::Status& s) {
   std::lock_guard<std::mutex> lock(mu_);
   if (failure_.ok()) failure_ = s;
@@ -229,7 +233,7 @@ void DataParallel::GradsDone(int unit) {
   const Unit& u = units_[unit];
   switch (options_.sharding) {
     case Sharding::kNoShard: {
-      if (!last_micro_ || powersgd_ != nullptr) return;  // PowerSGD runs in FinishStep
+      if (!last_micro_ || PowerSgdNow()) return;  // PowerSGD runs in FinishStep
       float* data = full_grads_.data() + u.begin;
       reduce_work_[unit] = queue_.Submit([this, data, n = u.numel, unit] {
         return CompressedAllReduce(comms_.world, data, n, unit);
@@ -362,10 +366,15 @@ absl::StatusOr<DataParallel::StepResult> DataParallel::FinishStep(double local_l
   RM_RETURN_IF_ERROR(status());
   const bool hybrid = options_.sharding == Sharding::kHybridShard;
   // Replicated reductions that are not overlapped with backward.
-  if (options_.sharding == Sharding::kNoShard && powersgd_ != nullptr) {
+  // A ring all-reduce of k floats sends 2(g-1)/g·k of them from each rank.
+  auto allreduce_bytes = [](size_t floats, int g) {
+    return 2 * floats * sizeof(float) * static_cast<size_t>(g - 1) / static_cast<size_t>(g);
+  };
+  if (options_.sharding == Sharding::kNoShard && PowerSgdNow()) {
     RM_RETURN_IF_ERROR(queue_.Run([&] {
-      counters_.reduce_raw_bytes += 2 * full_grads_.size() * sizeof(float);
-      counters_.reduce_wire_bytes += 2 * powersgd_->wire_floats_per_call() * sizeof(float);
+      const int g = comms_.world->size();
+      counters_.reduce_raw_bytes += allreduce_bytes(full_grads_.size(), g);
+      counters_.reduce_wire_bytes += allreduce_bytes(powersgd_->wire_floats_per_call(), g);
       return powersgd_->AllReduce(
           full_grads_.data(), comms_.world->size(),
           [&](float* d, size_t n) { return comms_.world->AllReduceSum(d, n); });
@@ -373,9 +382,10 @@ absl::StatusOr<DataParallel::StepResult> DataParallel::FinishStep(double local_l
   }
   if (hybrid) {
     RM_RETURN_IF_ERROR(queue_.Run([&]() -> absl::Status {
-      if (powersgd_ != nullptr) {
-        counters_.reduce_raw_bytes += 2 * shard_grads_.size() * sizeof(float);
-        counters_.reduce_wire_bytes += 2 * powersgd_->wire_floats_per_call() * sizeof(float);
+      if (PowerSgdNow()) {
+        const int g = comms_.inter->size();
+        counters_.reduce_raw_bytes += allreduce_bytes(shard_grads_.size(), g);
+        counters_.reduce_wire_bytes += allreduce_bytes(powersgd_->wire_floats_per_call(), g);
         return powersgd_->AllReduce(
             shard_grads_.data(), comms_.inter->size(),
             [&](float* d, size_t n) { return comms_.inter->AllReduceSum(d, n); });

@@ -61,6 +61,9 @@ struct DataParallelOptions {
   WireCodec codec = WireCodec::kNone;  // casts / int8 on gradient reductions
   bool powersgd = false;
   int powersgd_rank = 4;
+  // Optimizer steps all-reduced exactly before PowerSGD takes over (as PyTorch's
+  // start_powerSGD_iter: early gradients change too fast for a warm-started low-rank basis).
+  int64_t powersgd_start_step = 0;
   AdamWOptions adam;
   uint64_t seed = 0;  // PowerSGD's initial Q
 };
@@ -157,6 +160,7 @@ class DataParallel : public UnitAccess<float> {
   DataParallel(const ParamLayout& layout, const DataParallelOptions& options,
                const DataParallelComms& comms);
   bool sharded_params() const;  // full_shard / hybrid_shard
+  bool PowerSgdNow() const;     // PowerSGD configured and past its start step
   bool full_params() const { return !sharded_params(); }
   size_t owned_begin(const Unit& u) const {
     return u.begin + static_cast<size_t>(group_rank_) * u.shard;

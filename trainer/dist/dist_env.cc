@@ -6,11 +6,14 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "trainer/comm/tcp_store.h"
 
@@ -159,6 +162,50 @@ absl::StatusOr<DistEnv> ParseDistEnv(const GetEnv& getenv) {
     }
   }
 
+  // Our store's port. Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) torchrun's own agent
+  // already listens on MASTER_PORT with PyTorch's store, whose protocol is not ours: rank 0
+  // then hosts ours on MASTER_PORT + 1. RINGMASTER_STORE_PORT overrides both.
+  env.store_port = env.master_port;
+  if (StringVar(getenv, "TORCHELASTIC_USE_AGENT_STORE") == "True" && port_set) {
+    env.store_port = env.master_port < 65535 ? env.master_port + 1 : env.master_port - 1;
+  }
+  bool store_port_set = false;
+  int store_port = 0;
+  RM_ASSIGN_OR_RETURN(store_port, IntVar(getenv, "RINGMASTER_STORE_PORT", 0, &store_port_set));
+  if (store_port_set) {
+    if (store_port < 1 || store_port > 65535) {
+      return Invalid(absl::StrCat("RINGMASTER_STORE_PORT=", store_port, " is not in 1..65535"));
+    }
+    env.store_port = store_port;
+  }
+
+  // Per-rank shares of the global batch (mixed GPU generations): "w0,w1,..." one positive
+  // number per rank; the planner sets it from measured throughput. Empty = equal shares.
+  const std::string weights = StringVar(getenv, "RINGMASTER_RANK_WEIGHTS");
+  if (!weights.empty()) {
+    for (absl::string_view part : absl::StrSplit(weights, ',')) {
+      // "w" or "w*k" (k ranks of weight w: keeps the variable short at thousands of ranks).
+      double w = 0;
+      int repeat = 1;
+      const std::vector<absl::string_view> wk = absl::StrSplit(part, absl::MaxSplits('*', 1));
+      const bool ok = absl::SimpleAtod(wk[0], &w) && w > 0 && std::isfinite(w) &&
+                      (wk.size() == 1 || (absl::SimpleAtoi(wk[1], &repeat) && repeat >= 1 &&
+                                          repeat <= env.world_size));
+      if (!ok) {
+        return Invalid(absl::StrCat("RINGMASTER_RANK_WEIGHTS=", weights, ": '",
+                                    std::string(part.data(), part.size()),
+                                    "' is not a positive weight (optionally *count)"));
+      }
+      if (static_cast<int>(env.rank_weights.size()) + repeat > env.world_size) break;
+      env.rank_weights.insert(env.rank_weights.end(), repeat, w);
+    }
+    if (static_cast<int>(env.rank_weights.size()) != env.world_size) {
+      return Invalid(absl::StrCat("RINGMASTER_RANK_WEIGHTS=", weights, " has ",
+                                  env.rank_weights.size(),
+                                  " weights for WORLD_SIZE=", env.world_size));
+    }
+  }
+
   RM_ASSIGN_OR_RETURN(env.iface, DefaultIface(getenv, env.master_addr));
   return env;
 }
@@ -183,7 +230,7 @@ absl::StatusOr<std::unique_ptr<Store>> MakeRendezvousStore(const DistEnv& env,
                                                    " needs MASTER_ADDR or RINGMASTER_STORE_DIR"));
   }
   RM_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store,
-                      TcpStore::Create(env.master_addr, env.master_port,
+                      TcpStore::Create(env.master_addr, env.store_port,
                                        /*is_server=*/env.rank == 0, timeout));
   return std::unique_ptr<Store>(std::move(store));
 }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -20,8 +21,16 @@ struct DistEnv {
   int num_nodes = 1;        // GROUP_WORLD_SIZE; default world_size / local_world_size (rounded up).
   std::string master_addr;  // MASTER_ADDR.
   int master_port = 0;      // MASTER_PORT.
-  int restart_count = 0;    // TORCHELASTIC_RESTART_COUNT.
-  std::string store_dir;    // RINGMASTER_STORE_DIR: rendezvous through a shared directory.
+  // Port of our rendezvous store on MASTER_ADDR: RINGMASTER_STORE_PORT, else MASTER_PORT + 1
+  // under torchrun (TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent holds MASTER_PORT),
+  // else MASTER_PORT.
+  int store_port = 0;
+  // RINGMASTER_RANK_WEIGHTS: each rank's share of every global batch is proportional to its
+  // weight (the control plane sets it from measured throughput for mixed GPU generations).
+  // "w0,w1,..." or with runs "w*k,...". Empty: equal shares.
+  std::vector<double> rank_weights;
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT.
+  std::string store_dir;  // RINGMASTER_STORE_DIR: rendezvous through a shared directory.
   // Interface or host Gloo listens on: RINGMASTER_GLOO_IFACE, else GLOO_SOCKET_IFNAME, else
   // "127.0.0.1" when MASTER_ADDR is unset or loopback (localhost, 127.x, ::1), else this
   // machine's hostname.

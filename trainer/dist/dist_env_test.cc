@@ -81,6 +81,45 @@ TEST(DistEnvTest, FullTorchrunEnvironment) {
   EXPECT_EQ(env->iface, "eth0");
 }
 
+TEST(DistEnvTest, StorePortAvoidsTorchrunsAgentStore) {
+  Env vars = Torchrun();
+  absl::StatusOr<DistEnv> env = Parse(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->store_port, 29500);  // started by hand: MASTER_PORT is ours
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  env = Parse(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->store_port, 29501);  // torchrun's agent holds MASTER_PORT
+  vars["RINGMASTER_STORE_PORT"] = "31000";
+  env = Parse(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->store_port, 31000);
+  vars["RINGMASTER_STORE_PORT"] = "0";
+  env = Parse(vars);
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(std::string(env.status().message()).find("RINGMASTER_STORE_PORT=0"), std::string::npos);
+}
+
+TEST(DistEnvTest, RankWeights) {
+  Env vars = Torchrun();  // WORLD_SIZE=8
+  vars["RINGMASTER_RANK_WEIGHTS"] = "1,1,1,1,3,3,3,3.5";
+  absl::StatusOr<DistEnv> env = Parse(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->rank_weights, (std::vector<double>{1, 1, 1, 1, 3, 3, 3, 3.5}));
+  vars["RINGMASTER_RANK_WEIGHTS"] = "1*4,3*3,3.5";
+  env = Parse(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->rank_weights, (std::vector<double>{1, 1, 1, 1, 3, 3, 3, 3.5}));
+  for (const char* bad : {"1,1", "1,1,1,1,1,1,1,0", "1,1,1,1,1,1,1,x", "1,1,1,1,1,1,1,-2", "1*9",
+                          "1*4,2*5", "1*0,1*8", "2*x,1*8"}) {
+    vars["RINGMASTER_RANK_WEIGHTS"] = bad;
+    env = Parse(vars);
+    ASSERT_FALSE(env.ok()) << bad;
+    EXPECT_NE(std::string(env.status().message()).find("RINGMASTER_RANK_WEIGHTS"),
+              std::string::npos);
+  }
+}
+
 TEST(DistEnvTest, NodeDefaultsFromLocalWorldSize) {
   Env vars = Torchrun();
   vars.erase("GROUP_RANK");
@@ -225,7 +264,7 @@ TEST(DistEnvTest, RendezvousOverTcp) {
   env0.distributed = true;
   env0.world_size = 2;
   env0.master_addr = "127.0.0.1";
-  env0.master_port = 0;  // Rank 0 hosts the server on a free port; rank 1 is told which.
+  env0.store_port = 0;  // Rank 0 hosts the server on a free port; rank 1 is told which.
   auto s0 = MakeRendezvousStore(env0, absl::Seconds(5));
   ASSERT_TRUE(s0.ok()) << s0.status();
   auto* tcp0 = dynamic_cast<TcpStore*>(s0->get());
@@ -234,7 +273,7 @@ TEST(DistEnvTest, RendezvousOverTcp) {
 
   DistEnv env1 = env0;
   env1.rank = 1;
-  env1.master_port = tcp0->port();
+  env1.store_port = tcp0->port();
   auto s1 = MakeRendezvousStore(env1, absl::Seconds(5));
   ASSERT_TRUE(s1.ok()) << s1.status();
   auto* tcp1 = dynamic_cast<TcpStore*>(s1->get());

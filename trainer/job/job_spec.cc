@@ -461,6 +461,8 @@ void ParseDistributed(MapReader& root, JobSpec& spec, Errors& errors, Marks& mar
   m.Get("procs_per_node", &d.procs_per_node, ToString);
   m.Get("sharding", &d.sharding, ToString);
   m.Get("compression", &d.compression, ToString);
+  m.Get("powersgd_rank", &d.powersgd_rank, ToInt);
+  m.Get("powersgd_start_step", &d.powersgd_start_step, ToInt64);
   m.Get("backend", &d.backend, ToString);
   m.ReportUnknown();
 }
@@ -641,6 +643,13 @@ void Validate(const JobSpec& s, const Marks* marks, Errors& errors) {
   check_enum("distributed.sharding", d.sharding, kShardings);
   check_enum("distributed.compression", d.compression, kCompressions);
   check_enum("distributed.backend", d.backend, kBackends);
+  if (d.powersgd_rank < 1) {
+    bad("distributed.powersgd_rank", absl::StrCat("must be >= 1, got ", d.powersgd_rank));
+  }
+  if (d.powersgd_start_step < -1) {
+    bad("distributed.powersgd_start_step",
+        absl::StrCat("must be >= 0 (or -1: the LR warmup), got ", d.powersgd_start_step));
+  }
   if (d.backend == "nccl" && t.device == "cpu") {
     bad("distributed.backend", "nccl needs train.device cuda (or auto); CPU ranks use gloo");
   }

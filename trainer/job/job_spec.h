@@ -72,6 +72,8 @@ struct DistributedSpec {
   std::string procs_per_node = "auto";  // "auto" or a positive integer in decimal
   std::string sharding = "no_shard";    // full_shard | shard_grad_op | no_shard | hybrid_shard
   std::string compression = "none";     // auto | none | fp16 | bf16 | int8 | powersgd
+  int powersgd_rank = 4;                // rank of PowerSGD's factors
+  int64_t powersgd_start_step = -1;     // steps all-reduced exactly first; -1 = the LR warmup
   std::string backend = "auto";         // auto | nccl | gloo
 };
 

@@ -155,6 +155,8 @@ std::string JobSpecToYaml(const JobSpec& s) {
   KeyString(out, "procs_per_node", d.procs_per_node);
   KeyString(out, "sharding", d.sharding);
   KeyString(out, "compression", d.compression);
+  KeyNumber(out, "powersgd_rank", d.powersgd_rank);
+  KeyNumber(out, "powersgd_start_step", d.powersgd_start_step);
   KeyString(out, "backend", d.backend);
   out << YAML::EndMap;
 

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
@@ -46,6 +48,39 @@ absl::StatusOr<std::vector<EncodedExample>> LoadEncoded(const std::string& path,
   RM_ASSIGN_OR_RETURN(std::vector<Example> rows, ReadTsv(path, num_labels));
   if (rows.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows"));
   return EncodeAll(rows, [&](std::string_view s) { return tok.Encode(s, max_len); });
+}
+
+// `compression: auto` on CPU ranks (no tensor cores to spare, so the link decides): rank 0
+// times a 4 MiB all-reduce and picks int8 (valid under every sharding) when the bus bandwidth
+// is below RINGMASTER_SLOW_LINK_GBITS (default 5 Gbit/s), none otherwise; the choice is
+// broadcast so every rank agrees.
+absl::StatusOr<WireCodec> ChooseAutoCodec(Communicator& world) {
+  double threshold = 5.0;
+  if (const char* v = std::getenv("RINGMASTER_SLOW_LINK_GBITS"); v != nullptr && *v != '\0') {
+    if (!absl::SimpleAtod(v, &threshold) || !(threshold >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RINGMASTER_SLOW_LINK_GBITS=", v, " is not a number of Gbit/s"));
+    }
+  }
+  std::vector<float> buf(1 << 20, 1.0f);
+  RM_RETURN_IF_ERROR(world.AllReduceSum(buf.data(), buf.size()));  // warm-up: connections
+  RM_RETURN_IF_ERROR(world.Barrier());
+  const auto t0 = std::chrono::steady_clock::now();
+  constexpr int kIters = 3;
+  for (int i = 0; i < kIters; ++i) RM_RETURN_IF_ERROR(world.AllReduceSum(buf.data(), buf.size()));
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kIters;
+  const double n = world.size();
+  const double bus_gbits = buf.size() * sizeof(float) * 8.0 * 2.0 * (n - 1) / n / secs / 1e9;
+  std::vector<float> decision = {bus_gbits < threshold ? 1.0f : 0.0f};
+  RM_RETURN_IF_ERROR(world.Broadcast(decision.data(), 1, 0));
+  if (world.rank() == 0) {
+    LogInfo(
+        absl::StrFormat("compression auto: all-reduce bus bandwidth %.2f Gbit/s %s %.2f Gbit/s: %s",
+                        bus_gbits, bus_gbits < threshold ? "<" : ">=", threshold,
+                        decision[0] > 0 ? "int8 with error feedback" : "none"));
+  }
+  return decision[0] > 0 ? WireCodec::kInt8 : WireCodec::kNone;
 }
 
 }  // namespace
@@ -156,11 +191,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   const std::string& comp = job.distributed.compression;
   if (comp == "powersgd") {
     dpo.powersgd = true;
+    dpo.powersgd_rank = job.distributed.powersgd_rank;
   } else if (comp == "auto") {
-    // CPU ranks have no tensor cores, but what `auto` weighs is the link: a CPU job on one host
-    // or a fast network gains nothing from lossy compression, so auto means none until the
-    // planner measures the links (the control plane's job).
-    dpo.codec = WireCodec::kNone;
+    dpo.codec = WireCodec::kNone;  // decided below, once the ranks can measure their links
   } else {
     RM_ASSIGN_OR_RETURN(dpo.codec, ParseWireCodec(comp));
   }
@@ -175,6 +208,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
     dist = t->own_dist_.get();
   }
   t->dist_ = dist;
+  if (comp == "auto" && dist->world_size() > 1) {
+    RM_ASSIGN_OR_RETURN(dpo.codec, ChooseAutoCodec(*dist->world()));
+  }
   RM_ASSIGN_OR_RETURN(t->model_, LoadModelForJob(job));
   const int max_len = std::min(job.data.max_seq_len, t->model_.config.max_position_embeddings);
   RM_ASSIGN_OR_RETURN(t->train_, LoadEncoded(job.data.train, t->model_.config.num_labels,
@@ -183,9 +219,14 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
     RM_ASSIGN_OR_RETURN(t->eval_, LoadEncoded(job.data.eval, t->model_.config.num_labels,
                                               *t->model_.tokenizer, max_len));
   }
-  const int world = dist->world_size();
-  const int per_rank = (job.train.global_batch_size + world - 1) / world;
-  t->accumulation_ = (per_rank + job.train.micro_batch_size - 1) / job.train.micro_batch_size;
+  // Every rank runs the same number of micro-batches: enough for the largest share.
+  size_t largest = 0;
+  for (int r = 0; r < dist->world_size(); ++r) {
+    const auto [b, e] = t->SliceOf(static_cast<size_t>(job.train.global_batch_size), r);
+    largest = std::max(largest, e - b);
+  }
+  const size_t mbs = static_cast<size_t>(job.train.micro_batch_size);
+  t->accumulation_ = std::max<int>(1, static_cast<int>((largest + mbs - 1) / mbs));
   t->steps_per_epoch_ = static_cast<int64_t>(
       PlanEpoch(t->train_, job.train.global_batch_size, job.data.shuffle, job.train.seed, 0)
           .size());
@@ -196,6 +237,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   t->schedule_.total_steps = t->total_steps_;
   t->schedule_.warmup_steps =
       WarmupSteps(job.train.warmup_steps, job.train.warmup_ratio, t->total_steps_);
+  dpo.powersgd_start_step = job.distributed.powersgd_start_step >= 0
+                                ? job.distributed.powersgd_start_step
+                                : t->schedule_.warmup_steps;
   t->net_ = std::make_unique<BertModel<float>>(t->model_.config, t->model_.layout);
   DataParallelComms comms{dist->world(), dist->intra(), dist->inter()};
   RM_ASSIGN_OR_RETURN(t->dp_,
@@ -210,14 +254,33 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   return t;
 }
 
+std::pair<size_t, size_t> Trainer::SliceOf(size_t n, int rank) const {
+  const std::vector<double>& weights = dist_->env().rank_weights;
+  if (weights.empty()) {
+    const size_t w = static_cast<size_t>(dist_->world_size()), r = static_cast<size_t>(rank);
+    return {n * r / w, n * (r + 1) / w};
+  }
+  // Proportional to the weights: boundaries at the rounded cumulative shares.
+  double total = 0, before = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    total += weights[i];
+    if (static_cast<int>(i) < rank) before += weights[i];
+  }
+  auto at = [&](double cum) {
+    return std::min(n, static_cast<size_t>(std::llround(static_cast<double>(n) * cum / total)));
+  };
+  return {at(before), at(before + weights[rank])};
+}
+
 std::vector<std::vector<int64_t>> Trainer::ShareOf(const std::vector<int64_t>& global) const {
-  const size_t n = global.size(), w = static_cast<size_t>(dist_->world_size());
-  const size_t r = static_cast<size_t>(dist_->rank());
-  const size_t b = n * r / w, e = n * (r + 1) / w;
+  const auto [b, e] = SliceOf(global.size(), dist_->rank());
   std::vector<std::vector<int64_t>> micro(accumulation_);
   const size_t mbs = static_cast<size_t>(job_.train.micro_batch_size);
   for (size_t i = b, k = 0; i < e; i += mbs, ++k) {
-    micro[k].assign(global.begin() + i, global.begin() + std::min(e, i + mbs));
+    // Rounding can leave a weighted share a few rows over accumulation_ micro-batches: the
+    // last micro-batch takes them.
+    std::vector<int64_t>& dst = micro[std::min<size_t>(k, micro.size() - 1)];
+    dst.insert(dst.end(), global.begin() + i, global.begin() + std::min(e, i + mbs));
   }
   return micro;
 }

@@ -77,6 +77,9 @@ class Trainer {
   absl::StatusOr<EvalResult> EvaluateAll();
   // This rank's micro-batches of one global batch: `accumulation_` lists, some maybe empty.
   std::vector<std::vector<int64_t>> ShareOf(const std::vector<int64_t>& global) const;
+  // Rank `rank`'s slice [first, second) of a global batch of n samples: equal shares, or
+  // proportional to RINGMASTER_RANK_WEIGHTS.
+  std::pair<size_t, size_t> SliceOf(size_t n, int rank) const;
   bool leader() const { return dist_->rank() == 0; }
   // One JSON line appended to output.dir/metrics.jsonl.
   absl::Status AppendMetrics(const nlohmann::json& line);
