@@ -85,11 +85,24 @@ absl::StatusOr<int> IntFlag(const Args& a, const std::string& name, int def, int
   return v;
 }
 
+// Exit status of `train` when the job itself is wrong (spec, paths, data, model files): a
+// supervisor must fail the job instead of restarting it.
+constexpr int kExitBadJob = 3;
+bool g_bad_job = false;
+
+// Marks errors that restarting cannot fix.
+absl::Status BadJob(absl::Status s) {
+  if (!s.ok()) g_bad_job = true;
+  return s;
+}
+
 absl::Status Train(const Args& a) {
   rt::JobSpec job;
   auto cfg = a.values.find("--config");
   if (cfg != a.values.end()) {
-    RM_ASSIGN_OR_RETURN(job, rt::LoadJobSpec(cfg->second));
+    absl::StatusOr<rt::JobSpec> loaded = rt::LoadJobSpec(cfg->second);
+    RM_RETURN_IF_ERROR(BadJob(loaded.status()));
+    job = *std::move(loaded);
   } else {
     // The embedded demo: generate its data once, then train on it.
     RM_ASSIGN_OR_RETURN(job, rt::ParseJobSpec(rt::DefaultDemoJobYaml(), "<embedded demo job>",
@@ -121,8 +134,19 @@ absl::Status Train(const Args& a) {
   std::signal(SIGPIPE, SIG_IGN);
   RM_ASSIGN_OR_RETURN(
       auto dist, rt::DistContext::Create(env, job.distributed.sharding == "hybrid_shard", timeout));
-  RM_ASSIGN_OR_RETURN(auto trainer, rt::Trainer::Create(job, dist.get()));
-  RM_ASSIGN_OR_RETURN(rt::TrainResult r, trainer->Run(&g_stop));
+  absl::StatusOr<std::unique_ptr<rt::Trainer>> trainer = rt::Trainer::Create(job, dist.get());
+  if (!trainer.ok()) {
+    // Missing or malformed files and impossible settings are the job's fault; a lost peer
+    // during the first collectives is not.
+    const absl::StatusCode c = trainer.status().code();
+    if (c == absl::StatusCode::kInvalidArgument || c == absl::StatusCode::kNotFound ||
+        c == absl::StatusCode::kFailedPrecondition || c == absl::StatusCode::kDataLoss ||
+        c == absl::StatusCode::kUnimplemented) {
+      g_bad_job = true;
+    }
+    return trainer.status();
+  }
+  RM_ASSIGN_OR_RETURN(rt::TrainResult r, (*trainer)->Run(&g_stop));
   if (r.interrupted) return absl::AbortedError("interrupted; run again to resume");
   if (env.rank != 0) return absl::OkStatus();
   if (r.eval.examples > 0) {
@@ -233,7 +257,8 @@ int main(int argc, char** argv) {
   if (!s.ok()) {
     std::fprintf(stderr, "ringmaster-trainer %s: error: %s\n", cmd.c_str(),
                  std::string(s.message()).c_str());
-    return s.code() == absl::StatusCode::kAborted ? 143 : 1;
+    if (s.code() == absl::StatusCode::kAborted) return 143;
+    return g_bad_job ? kExitBadJob : 1;
   }
   return 0;
 }
