@@ -21,7 +21,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev prometheus-cpp-dev
   clang-format clang-tidy
   python3 python3-venv python3-pip python3-torch python3-numpy
-  prometheus iproute2 procps
+  prometheus iproute2 procps curl
 )
 
 missing=()

@@ -2,9 +2,11 @@
 // contract"). Errors are one line on stderr and a non-zero exit.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,7 +30,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage:\n"
-    "  ringmaster-trainer train [--config JOB.yaml] [--device cpu|cuda]\n"
+    "  ringmaster-trainer train [--config JOB.yaml] [--device cpu|cuda] [--metrics-port N]\n"
     "      without --config: the embedded demo job (generates its data under runs/demo)\n"
     "  ringmaster-trainer predict --model DIR --input FILE.tsv [--output FILE] [--max-len N]\n"
     "  ringmaster-trainer tokenize --vocab FILE [--max-len N] [--cased]\n"
@@ -146,6 +148,28 @@ absl::Status Train(const Args& a) {
     }
     return trainer.status();
   }
+  // /metrics: --metrics-port, or RINGMASTER_METRICS_PORT + LOCAL_RANK (one port per rank on a
+  // node); 0 picks a free port (logged).
+  std::optional<int> metrics_port;
+  if (a.values.count("--metrics-port")) {
+    RM_ASSIGN_OR_RETURN(int p, IntFlag(a, "--metrics-port", 0, 0));
+    metrics_port = p;
+  } else if (const char* v = std::getenv("RINGMASTER_METRICS_PORT"); v != nullptr && *v) {
+    int p = 0;
+    if (!absl::SimpleAtoi(v, &p) || p < 0 || p > 65535) {
+      return BadJob(absl::InvalidArgumentError(
+          absl::StrCat("RINGMASTER_METRICS_PORT=", v, " is not a port number")));
+    }
+    metrics_port = p == 0 ? 0 : p + env.local_rank;
+  }
+  if (metrics_port) {
+    const char* host = std::getenv("RINGMASTER_METRICS_HOST");
+    RM_ASSIGN_OR_RETURN(
+        auto m, rt::MakePrometheusMetrics(
+                    absl::StrCat(host != nullptr && *host ? host : "0.0.0.0", ":", *metrics_port),
+                    {{"job", job.name}, {"rank", absl::StrCat(env.rank)}}));
+    (*trainer)->set_metrics(std::move(m));
+  }
   RM_ASSIGN_OR_RETURN(rt::TrainResult r, (*trainer)->Run(&g_stop));
   if (r.interrupted) return absl::AbortedError("interrupted; run again to resume");
   if (env.rank != 0) return absl::OkStatus();
@@ -228,7 +252,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<Args> args;
   absl::Status s;
   if (cmd == "train") {
-    args = ParseArgs(argc, argv, 2, {"--config", "--device"}, {});
+    args = ParseArgs(argc, argv, 2, {"--config", "--device", "--metrics-port"}, {});
     if (args.ok()) s = Train(*args);
   } else if (cmd == "predict") {
     args = ParseArgs(argc, argv, 2, {"--model", "--input", "--output", "--max-len"}, {});

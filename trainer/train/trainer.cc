@@ -351,11 +351,16 @@ absl::Status Trainer::Checkpoint() {
   meta.total = model_.layout.total;
   meta.world_size = dist_->world_size();
   meta.sharding = std::string(ShardingName(dp_->options().sharding));
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<float> p, m, v;
   dp_->CopyForSave(&p, &m, &v);
-  return SaveShardedCheckpoint(job_.output.dir, dist_->rank(), dist_->world_size(), meta,
-                               dp_->SaveRanges(), p.data(), m.data(), v.data(),
-                               job_.output.keep_checkpoints, [&] { return dp_->Barrier(); });
+  RM_RETURN_IF_ERROR(SaveShardedCheckpoint(
+      job_.output.dir, dist_->rank(), dist_->world_size(), meta, dp_->SaveRanges(), p.data(),
+      m.data(), v.data(), job_.output.keep_checkpoints, [&] { return dp_->Barrier(); }));
+  metrics_->OnCheckpoint(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+      (p.size() + m.size() + v.size()) * sizeof(float));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<EvalResult> Trainer::EvaluateAll() {
@@ -435,6 +440,7 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
         job_.distributed.compression, static_cast<long long>(total_steps_)));
   }
   ProgressReporter progress("train", total_steps_, step_, leader() && ::isatty(2) != 0);
+  metrics_->OnStart(world, total_steps_);
   const auto t0 = std::chrono::steady_clock::now();
   bool saved_at_step = false;
   const uint64_t seed = job_.train.seed;
@@ -454,11 +460,18 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
       int64_t k = 0;  // steps taken from this plan
       while (cursor_ < plan_size && step_ < total_steps_) {
         const int64_t n_total = step_sizes[k++];
+        const auto step_start = std::chrono::steady_clock::now();
+        StepFigures fig;
         dp_->BeginStep();
         double loss = 0;
         for (int i = 0; i < accumulation_; ++i) {
+          const auto wait_start = std::chrono::steady_clock::now();
           std::optional<Batch> batch = pf.Next();
+          fig.data_wait_seconds +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
           if (!batch) return absl::InternalError("data pipeline ended early");
+          fig.samples += batch->batch_size;
+          for (float mask : batch->attention_mask) fig.tokens += mask > 0 ? 1 : 0;
           dp_->BeginMicroBatch(i + 1 == accumulation_, /*training=*/true);
           if (batch->batch_size == 0) {
             dp_->RunEmptyMicroBatch(net_->num_units());
@@ -491,9 +504,22 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
                                           {"lr", lr},
                                           {"grad_norm", sr.grad_norm}}));
         progress.Update(step_, sr.loss, lr, n_total);
+        fig.step = step_;
+        fig.loss = sr.loss;
+        fig.learning_rate = lr;
+        fig.grad_norm = sr.grad_norm;
+        fig.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+        fig.unix_time =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        const CommCounters& cc = dp_->counters();
+        metrics_->OnStep(fig, CommTotals{cc.gather_bytes.load(), cc.reduce_raw_bytes.load(),
+                                         cc.reduce_wire_bytes.load()});
         if (cursor_ >= plan_size) {
           if (!eval_.empty()) {
             RM_ASSIGN_OR_RETURN(result.eval, EvaluateAll());
+            metrics_->OnEval(result.eval.loss, result.eval.accuracy);
             progress.Message(absl::StrFormat("epoch %d: eval loss %.4f accuracy %.4f (%d rows)",
                                              epoch_ + 1, result.eval.loss, result.eval.accuracy,
                                              result.eval.examples));
@@ -546,6 +572,7 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
     LogInfo(absl::StrCat("exported ", result.export_dir));
   }
   const MemoryStats mem = dp_->memory();
+  metrics_->OnMemory(mem.persistent_bytes, mem.peak_transient_bytes);
   const CommCounters& cc = dp_->counters();
   LogInfo(absl::StrFormat(
       "rank %d: state memory %.1f MiB persistent + %.1f MiB peak transient; sent %.1f MiB "

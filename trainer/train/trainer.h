@@ -17,6 +17,7 @@
 #include "trainer/dist/data_parallel.h"
 #include "trainer/dist/dist_context.h"
 #include "trainer/job/job_spec.h"
+#include "trainer/metrics/trainer_metrics.h"
 #include "trainer/model/bert_config.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
@@ -65,6 +66,9 @@ class Trainer {
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobSpec& job,
                                                          DistContext* dist = nullptr);
 
+  // Where the run reports its figures (default: nowhere).
+  void set_metrics(std::unique_ptr<TrainerMetrics> m) { metrics_ = std::move(m); }
+
   // Trains to the end (or until `stop` becomes true: then checkpoints and returns early).
   absl::StatusOr<TrainResult> Run(const std::atomic<bool>* stop = nullptr);
 
@@ -91,6 +95,7 @@ class Trainer {
   DistContext* dist_ = nullptr;
   std::unique_ptr<BertModel<float>> net_;
   std::unique_ptr<DataParallel> dp_;
+  std::unique_ptr<TrainerMetrics> metrics_ = MakeNullMetrics();
   LrSchedule schedule_;
   int accumulation_ = 1;
   int64_t steps_per_epoch_ = 0;

@@ -1,0 +1,51 @@
+// What a trainer tells Prometheus: one interface the training loop reports to, a no-op
+// implementation, and (when built with prometheus-cpp) one that serves /metrics over HTTP.
+//
+// Names follow DESIGN.md's rules (ringmaster_ prefix, base units, _total counters); labels are
+// bounded (job, rank, and op/wire for communication) — never a step. The catalogue is
+// docs/metrics.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ringmaster::trainer {
+
+struct StepFigures {
+  int64_t step = 0;
+  double loss = 0, learning_rate = 0, grad_norm = 0;
+  double seconds = 0;            // wall time of the step
+  double data_wait_seconds = 0;  // of which waiting for batches
+  int64_t samples = 0;           // this rank's samples in the step
+  int64_t tokens = 0;            // this rank's non-padding tokens in the step
+  double unix_time = 0;          // when the step ended
+};
+
+// Totals since the start of the process (the reporter turns them into counter increments).
+struct CommTotals {
+  uint64_t gather_bytes = 0;
+  uint64_t reduce_raw_bytes = 0, reduce_wire_bytes = 0;
+};
+
+class TrainerMetrics {
+ public:
+  virtual ~TrainerMetrics() = default;
+  virtual void OnStart(int world_size, int64_t total_steps) = 0;
+  virtual void OnStep(const StepFigures& f, const CommTotals& comm) = 0;
+  virtual void OnEval(double loss, double accuracy) = 0;
+  virtual void OnCheckpoint(double seconds, uint64_t bytes) = 0;
+  virtual void OnMemory(uint64_t persistent_bytes, uint64_t peak_transient_bytes) = 0;
+};
+
+std::unique_ptr<TrainerMetrics> MakeNullMetrics();
+
+// Serves /metrics on `listen` ("HOST:PORT") with constant labels `labels` (e.g. job, rank).
+// Unimplemented when this build has no prometheus-cpp; Unavailable when the port is taken.
+absl::StatusOr<std::unique_ptr<TrainerMetrics>> MakePrometheusMetrics(
+    const std::string& listen, const std::map<std::string, std::string>& labels);
+
+}  // namespace ringmaster::trainer
