@@ -50,8 +50,9 @@ absl::StatusOr<std::vector<EncodedExample>> LoadEncoded(const std::string& path,
   return EncodeAll(rows, [&](std::string_view s) { return tok.Encode(s, max_len); });
 }
 
-// `compression: auto` on CPU ranks (no tensor cores to spare, so the link decides): rank 0
-// times a 4 MiB all-reduce and picks int8 (valid under every sharding) when the bus bandwidth
+// `compression: auto` on CPU ranks spread over several nodes (no tensor cores to spare, so the
+// link decides; ranks of one node talk over loopback and never compress): rank 0 times a 4 MiB
+// all-reduce and picks int8 (valid under every sharding) when the bus bandwidth
 // is below RINGMASTER_SLOW_LINK_GBITS (default 5 Gbit/s), none otherwise; the choice is
 // broadcast so every rank agrees.
 absl::StatusOr<WireCodec> ChooseAutoCodec(Communicator& world) {
@@ -209,7 +210,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   }
   t->dist_ = dist;
   if (comp == "auto" && dist->world_size() > 1) {
-    RM_ASSIGN_OR_RETURN(dpo.codec, ChooseAutoCodec(*dist->world()));
+    if (dist->env().num_nodes > 1) {
+      RM_ASSIGN_OR_RETURN(dpo.codec, ChooseAutoCodec(*dist->world()));
+    } else if (dist->rank() == 0) {
+      LogInfo("compression auto: all ranks on one node: none");
+    }
   }
   RM_ASSIGN_OR_RETURN(t->model_, LoadModelForJob(job));
   const int max_len = std::min(job.data.max_seq_len, t->model_.config.max_position_embeddings);
