@@ -1,0 +1,27 @@
+// gRPC glue for the AgentService (agent.proto). Register goes to the Cluster. Heartbeat runs on
+// the handler thread of each agent stream: it reads AgentMessages and hands them to the Cluster,
+// while a second thread writes CoordinatorMessages from the node's AgentOutbox (woken by its
+// condition). The stream ends when the agent closes it, the call is cancelled, or the server
+// shuts down; a newer stream of the same node takes the outbox over.
+#pragma once
+
+#include "coordinator/cluster.h"
+#include "ringmaster/v1/agent.grpc.pb.h"
+
+namespace ringmaster::coordinator {
+
+class AgentServiceImpl final : public v1::AgentService::Service {
+ public:
+  explicit AgentServiceImpl(Cluster& cluster) : cluster_(cluster) {}
+
+  grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
+                        v1::RegisterResponse* response) override;
+  grpc::Status Heartbeat(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::AgentMessage>* stream) override;
+
+ private:
+  Cluster& cluster_;
+};
+
+}  // namespace ringmaster::coordinator

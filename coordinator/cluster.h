@@ -1,0 +1,136 @@
+// The coordinator's state behind its three gRPC services: registered nodes (inventory, last
+// heartbeat, command outbox), one JobManager per job, and the scheduling that ties them: after
+// every event, free nodes are offered to jobs gathering nodes, oldest job first, nodes by name,
+// one job per node at a time.
+//
+// Failure detection: a node whose agent sent nothing for lost_after is lost (Tick); the job that
+// holds it sees NodeLost. Its Heartbeat stream may come back later, which makes it ready again.
+// An agent registers again on every reconnection (agent restart or a broken stream); its first
+// message then says whether the ranks survived: if it reports none of the current generation of
+// the job that holds the node, they are gone and that job sees NodeLost.
+// Ranks reported for a generation that is no longer current (or of a job that ended) are sent a
+// StopRanks, once per node, job and generation: that is how ranks that outlived a restart of
+// their job or of the coordinator are cleaned up.
+//
+// On a coordinator restart (Create with a database that has jobs), non-terminal jobs are
+// restored by JobManager::Restore and nodes are known by id but lost until their agent sends a
+// heartbeat (or registers) again.
+//
+// Thread-safe: one mutex serialises every event; WaitForChange lets WatchJob handlers block
+// until something changed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/agent_outbox.h"
+#include "coordinator/clock.h"
+#include "coordinator/job_db.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/kv_store.h"
+#include "ringmaster/v1/agent.pb.h"
+#include "ringmaster/v1/coordinator.pb.h"
+
+namespace ringmaster::coordinator {
+
+struct ClusterOptions {
+  absl::Duration lost_after = absl::Seconds(10);
+  absl::Duration heartbeat_interval = absl::Seconds(2);  // told to agents at Register
+  RendezvousOptions windows;                             // last_call, join_timeout
+  JobManagerOptions job;
+};
+
+class Cluster {
+ public:
+  // Loads nodes and jobs from `db`. `db`, `clock` and `kv` must outlive the cluster.
+  static absl::StatusOr<std::unique_ptr<Cluster>> Create(const ClusterOptions& options, JobDb& db,
+                                                         const Clock& clock, KvStore& kv);
+
+  // ---- Coordinator service
+  absl::StatusOr<v1::SubmitJobResponse> SubmitJob(const v1::SubmitJobRequest& request);
+  absl::StatusOr<v1::JobStatus> GetJob(const std::string& job_id);
+  absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& request);
+  absl::StatusOr<v1::JobStatus> CancelJob(const v1::CancelJobRequest& request);
+  v1::ListNodesResponse ListNodes();
+
+  // ---- Agent service
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
+  // A Heartbeat stream of `node_id` opened: it takes over the node's outbox (an older stream of
+  // the node stops receiving). NotFound for an unknown node: the agent registers again.
+  absl::StatusOr<std::pair<std::shared_ptr<AgentOutbox>, uint64_t>> AttachStream(
+      const std::string& node_id);
+  void DetachStream(const std::string& node_id, uint64_t epoch);
+  // One message from a node's Heartbeat stream. NotFound for an unknown node.
+  absl::Status OnAgentMessage(const v1::AgentMessage& message);
+
+  // ---- Time
+  // Lost nodes and rendezvous deadlines; the server calls it a few times a second.
+  void Tick();
+
+  // ---- Watching
+  // A counter that grows whenever an event may have changed a job.
+  uint64_t version();
+  // Returns once version() differs from `seen`, `timeout` (real time) passed, or Shutdown().
+  void WaitForChange(uint64_t seen, absl::Duration timeout);
+  // Wakes every waiter for good (server shutdown).
+  void Shutdown();
+  bool shutting_down();
+
+ private:
+  struct Node {
+    std::string node_id;
+    v1::NodeInventory inventory;
+    v1::ApiVersion agent_version;
+    absl::Time registered_at;
+    absl::Time last_heartbeat_at;
+    bool lost = true;  // until its agent talks to this coordinator
+    std::shared_ptr<AgentOutbox> outbox;
+    absl::flat_hash_set<std::string> stale_stops;  // "job/generation" already stopped here
+    // Registered again while running a job's ranks: its next message must still report them.
+    bool verify_ranks = false;
+  };
+
+  Cluster(const ClusterOptions& options, JobDb& db, const Clock& clock, KvStore& kv);
+  absl::Status Load();
+
+  Node* FindNode(const std::string& node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobManager* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobManager* JobHolding(const std::string& node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Node& AddNode(std::string node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NodeLost(Node& node, std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopStaleRanks(Node& node, const v1::RankProgress& report, const JobManager& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Offers free, live nodes to jobs in rendezvous; syncs the KV scopes; bumps the version.
+  void Schedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NewNodeId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ClusterOptions options_;
+  JobDb& db_;
+  const Clock& clock_;
+  KvStore& kv_;
+  const std::shared_ptr<std::atomic<uint64_t>> command_ids_;
+
+  absl::Mutex mu_;
+  std::map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);              // by node id
+  std::vector<std::unique_ptr<JobManager>> jobs_ ABSL_GUARDED_BY(mu_);  // oldest first
+  absl::flat_hash_map<std::string, size_t> job_index_ ABSL_GUARDED_BY(mu_);
+  // What the KV store was last told per job: generation, or -1 once ended.
+  absl::flat_hash_map<std::string, int64_t> kv_generation_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_node_number_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace ringmaster::coordinator

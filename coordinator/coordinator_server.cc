@@ -1,0 +1,59 @@
+// CoordinatorServer: gRPC server assembly and the ticker.
+#include "coordinator/coordinator_server.h"
+
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringmaster::coordinator {
+
+CoordinatorServer::CoordinatorServer(Cluster& cluster, KvStore& kv)
+    : cluster_(cluster), coordinator_service_(cluster), agent_service_(cluster), kv_service_(kv) {}
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const std::string& listen_address, Cluster& cluster, KvStore& kv, absl::Duration tick_every) {
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(cluster, kv));
+  grpc::ServerBuilder builder;
+  // Issue #8 brings TLS and the join token; until then the listen address is the only fence.
+  builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.RegisterService(&s->coordinator_service_);
+  builder.RegisterService(&s->agent_service_);
+  builder.RegisterService(&s->kv_service_);
+  builder.SetMaxReceiveMessageSize(4 << 20);  // a 1 MiB job spec or KV value, with room
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    s->server_.reset();
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen_address));
+  }
+  if (tick_every > absl::ZeroDuration()) {
+    CoordinatorServer* self = s.get();
+    s->ticker_ = std::thread([self, tick_every] {
+      while (!self->stop_ticker_.WaitForNotificationWithTimeout(tick_every)) {
+        self->cluster_.Tick();
+      }
+    });
+  }
+  return s;
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+void CoordinatorServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  cluster_.Shutdown();  // WatchJob handlers return
+  if (!stop_ticker_.HasBeenNotified()) stop_ticker_.Notify();
+  if (ticker_.joinable()) ticker_.join();
+  // A deadline of now cancels open streams (Heartbeat) at once instead of waiting for them.
+  if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  if (server_) server_->Wait();
+}
+
+void CoordinatorServer::Wait() {
+  if (server_) server_->Wait();
+}
+
+}  // namespace ringmaster::coordinator

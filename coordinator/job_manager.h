@@ -1,0 +1,153 @@
+// One job's manager: drives JobState, the generation's Rendezvous and PlanRanks from events
+// (nodes joining, rank reports from agents, lost nodes, deadlines, cancel), sends StartRanks /
+// StopRanks to the agents through AgentChannels, persists every phase change through JobDb, and
+// keeps the progress that GetJob / WatchJob show.
+//
+// A generation's life: Rendezvous (nodes offered by the owner join, within MIN:MAX) → plan →
+// StartRanks to every participant → Running. Then, from the agents' reports:
+//  - every rank exited 0 → Succeeded;
+//  - a rank exited 3 (the trainer's "the job itself is wrong") or was marked
+//    FAILURE_KIND_DETERMINISTIC_STARTUP by its agent, before any rank of the generation made
+//    progress → Failed at once, with the rank's last error line, no restart spent;
+//  - any other exit, a signal, a failed start, a refused StartRanks or a lost node → StopRanks
+//    (old generation) to the participants, generation + 1, restarts + 1, Rendezvous again with
+//    whichever nodes the owner offers (the trainer resumes from its checkpoint by itself);
+//    beyond restart.max_restarts → Failed.
+// Rendezvous join timeout → Failed (rendezvous_timeout); a plan the nodes cannot run → Failed
+// (planning).
+//
+// Restoring after a coordinator restart (Restore): Pending and Restarting jobs rendezvous again;
+// a Rendezvous job starts a fresh rendezvous (no ranks ran); a Running job goes to Restarting
+// with generation + 1 and rendezvous again — its old ranks may still run on agents that kept
+// going, and the owner stops any rank that reports an older generation. The coordinator's own
+// restart is not the job's fault, so it does not spend a restart.
+//
+// Not thread-safe: the owner (Cluster) serialises every call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/agent_channel.h"
+#include "coordinator/clock.h"
+#include "coordinator/job_db.h"
+#include "coordinator/job_requirements.h"
+#include "coordinator/job_state.h"
+#include "coordinator/planner.h"
+#include "coordinator/rendezvous.h"
+#include "ringmaster/v1/agent.pb.h"
+#include "ringmaster/v1/types.pb.h"
+
+namespace ringmaster::coordinator {
+
+// Exit code of a trainer whose job is wrong (bad spec, missing file): deterministic.
+inline constexpr int kTrainerJobErrorExitCode = 3;
+
+struct JobManagerOptions {
+  std::string coordinator_address;                // RINGMASTER_COORDINATOR for the ranks
+  int master_port = 29500;                        // MASTER_PORT: rank 0's own rendezvous store
+  absl::Duration stop_grace = absl::Seconds(30);  // StopRanks.grace_period (SIGTERM → SIGKILL)
+};
+
+class JobManager {
+ public:
+  // A job just stored by JobDb::CreateJob (Pending): moves it to Rendezvous and persists.
+  static absl::StatusOr<std::unique_ptr<JobManager>> Create(JobRecord record,
+                                                            JobRequirements requirements,
+                                                            const JobManagerOptions& options,
+                                                            JobDb& db, const Clock& clock);
+  // A job read back from the database after a coordinator restart (see the header comment).
+  // `windows` gives the rendezvous windows (its node counts come from the spec). A spec that no
+  // longer parses fails the job (planning) instead of refusing to start the coordinator.
+  static absl::StatusOr<std::unique_ptr<JobManager>> Restore(JobRecord record,
+                                                             const RendezvousOptions& windows,
+                                                             const JobManagerOptions& options,
+                                                             JobDb& db, const Clock& clock);
+
+  const std::string& id() const { return record_.id; }
+  JobPhase phase() const { return state_.phase(); }
+  int64_t generation() const { return state_.generation(); }
+  bool terminal() const { return IsTerminal(state_.phase()); }
+  // In Rendezvous with room for another node.
+  bool AcceptingNodes();
+  // The nodes this job holds: joined to its rendezvous, or running its current generation.
+  std::vector<std::string> nodes() const;
+  // When Tick() next has something to do (a rendezvous deadline); nullopt: nothing pending.
+  std::optional<absl::Time> NextDeadline() const;
+
+  // `node` joins the current rendezvous; commands for it go through `channel`. A join that
+  // completes the rendezvous (MAX nodes) plans and starts the generation.
+  absl::Status Join(const PlanNode& node, std::shared_ptr<AgentChannel> channel);
+  // Applies rendezvous deadlines: last call over → plan and start; join timeout → Failed.
+  absl::Status Tick();
+  // The node's agent is gone (no heartbeat within lost_after, or it re-registered after a
+  // restart): it leaves the rendezvous, or its generation fails (restart or Failed).
+  absl::Status NodeLost(std::string_view node_id, std::string_view why);
+  // A report about one rank of this job's current generation from the agent of `node_id`
+  // (reports about other generations, or from a node that does not run that rank, are ignored).
+  absl::Status OnRankReport(std::string_view node_id, const v1::RankProgress& report);
+  // The agent refused command `command_id`; a refused StartRanks fails the generation.
+  absl::Status OnCommandError(std::string_view node_id, uint64_t command_id,
+                              std::string_view error);
+  // Stops the ranks and ends the job Cancelled. A job that already ended is left as it is.
+  absl::Status Cancel(std::string_view reason);
+
+  // The job as the CLI sees it.
+  v1::JobStatus Status();
+  const JobRecord& record() const { return record_; }
+
+ private:
+  struct Participant {
+    PlanNode node;
+    std::shared_ptr<AgentChannel> channel;
+  };
+  struct RankState {
+    std::string node_id;
+    bool exited_ok = false;
+    double samples_per_second = 0;
+  };
+
+  JobManager(JobRecord record, std::optional<JobRequirements> requirements,
+             const JobManagerOptions& options, JobDb& db, const Clock& clock);
+
+  absl::Status Persist();
+  absl::Status BeginRendezvous();
+  absl::Status Launch();  // the rendezvous completed: plan, Running, StartRanks
+  // A failure of the current generation: restart (StopRanks, generation + 1, rendezvous) or
+  // Failed (StopRanks). `skip_node` gets no StopRanks (it is lost).
+  absl::Status HandleFailure(Failure failure, std::string_view skip_node = {});
+  absl::Status Finish(absl::Status transition);  // after a terminal transition
+  void StopParticipants(int64_t generation, std::string_view reason, std::string_view skip_node);
+  void ClearGeneration();
+  Participant* FindParticipant(std::string_view node_id);
+
+  JobRecord record_;
+  std::optional<JobRequirements> requirements_;  // absent only for jobs that already ended
+  JobManagerOptions options_;
+  JobDb& db_;
+  const Clock& clock_;
+  JobState state_;
+
+  // The current generation.
+  std::optional<Rendezvous> rendezvous_;
+  std::vector<Participant> participants_;  // joined (Rendezvous) or running (Running)
+  std::optional<JobPlan> plan_;
+  std::vector<RankState> ranks_;                               // by global rank, while Running
+  absl::flat_hash_map<uint64_t, std::string> start_commands_;  // StartRanks id → node
+  bool progressed_ = false;  // some rank of this generation has reported progress
+
+  // Progress, from rank 0 (step, loss) and every rank (samples/s).
+  int64_t step_ = 0;
+  int64_t total_steps_ = 0;
+  double loss_ = 0;
+};
+
+}  // namespace ringmaster::coordinator

@@ -1,0 +1,152 @@
+// ringmaster-coordinator: the control plane's server (coordinator.proto, agent.proto, kv.proto).
+//
+//   ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]
+//       [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]
+//
+// No TLS yet (issue #8): it listens without encryption on exactly --listen. --advertise is the
+// address ranks are told to reach it at (RINGMASTER_COORDINATOR); default: --listen. Stops on
+// SIGINT / SIGTERM.
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/log.h"
+#include "coordinator/clock.h"
+#include "coordinator/cluster.h"
+#include "coordinator/coordinator_server.h"
+#include "coordinator/job_db.h"
+#include "coordinator/kv_store.h"
+
+namespace {
+
+using ringmaster::LogError;
+using ringmaster::LogInfo;
+
+constexpr char kUsage[] =
+    "usage: ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]\n"
+    "         [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]\n";
+
+struct Flags {
+  std::string listen;
+  std::string db;
+  std::string advertise;
+  absl::Duration lost_after = absl::Seconds(10);
+  absl::Duration last_call = absl::Seconds(5);
+  absl::Duration join_timeout = absl::Seconds(300);
+  int master_port = 29500;
+};
+
+bool ParseDurationFlag(std::string_view name, const char* value, absl::Duration* out) {
+  if (!absl::ParseDuration(value, out) || *out < absl::ZeroDuration()) {
+    std::fprintf(stderr, "ringmaster-coordinator: %.*s: '%s' is not a duration like 10s\n",
+                 static_cast<int>(name.size()), name.data(), value);
+    return false;
+  }
+  return true;
+}
+
+// 0: parsed; otherwise the exit code.
+int ParseFlags(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return -1;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "ringmaster-coordinator: %s needs a value\n%s", argv[i], kUsage);
+      return 2;
+    }
+    const char* v = argv[++i];
+    bool ok = true;
+    if (arg == "--listen") {
+      f->listen = v;
+    } else if (arg == "--db") {
+      f->db = v;
+    } else if (arg == "--advertise") {
+      f->advertise = v;
+    } else if (arg == "--lost-after") {
+      ok = ParseDurationFlag(arg, v, &f->lost_after);
+    } else if (arg == "--last-call") {
+      ok = ParseDurationFlag(arg, v, &f->last_call);
+    } else if (arg == "--join-timeout") {
+      ok = ParseDurationFlag(arg, v, &f->join_timeout);
+    } else if (arg == "--master-port") {
+      ok = absl::SimpleAtoi(v, &f->master_port) && f->master_port > 0 && f->master_port < 65536;
+      if (!ok) std::fprintf(stderr, "ringmaster-coordinator: --master-port: bad port '%s'\n", v);
+    } else {
+      std::fprintf(stderr, "ringmaster-coordinator: unknown flag %s\n%s", argv[i - 1], kUsage);
+      return 2;
+    }
+    if (!ok) return 2;
+  }
+  if (f->listen.empty() || f->db.empty()) {
+    std::fprintf(stderr, "ringmaster-coordinator: --listen and --db are required\n%s", kUsage);
+    return 2;
+  }
+  if (f->lost_after <= absl::ZeroDuration() || f->join_timeout <= absl::ZeroDuration()) {
+    std::fprintf(stderr, "ringmaster-coordinator: --lost-after and --join-timeout must be > 0\n");
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace rc = ringmaster::coordinator;
+  ringmaster::SetLogProgramName("ringmaster-coordinator");
+  Flags flags;
+  if (int rc = ParseFlags(argc, argv, &flags); rc != 0) return rc < 0 ? 0 : rc;
+
+  // Signals are taken by sigwait() below; every thread started from here on inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  rc::RealClock clock;
+  absl::StatusOr<std::unique_ptr<rc::JobDb>> db = rc::JobDb::Open(flags.db, clock);
+  if (!db.ok()) {
+    LogError(db.status().ToString());
+    return 1;
+  }
+  rc::ClusterOptions options;
+  options.lost_after = flags.lost_after;
+  options.heartbeat_interval = std::max(flags.lost_after / 5, absl::Milliseconds(100));
+  options.windows.last_call = flags.last_call;
+  options.windows.join_timeout = flags.join_timeout;
+  options.job.coordinator_address = flags.advertise.empty() ? flags.listen : flags.advertise;
+  options.job.master_port = flags.master_port;
+  rc::KvStore kv;
+  absl::StatusOr<std::unique_ptr<rc::Cluster>> cluster =
+      rc::Cluster::Create(options, **db, clock, kv);
+  if (!cluster.ok()) {
+    LogError(cluster.status().ToString());
+    return 1;
+  }
+  const absl::Duration tick = std::min(absl::Milliseconds(250), flags.lost_after / 4);
+  absl::StatusOr<std::unique_ptr<rc::CoordinatorServer>> server =
+      rc::CoordinatorServer::Start(flags.listen, **cluster, kv, tick);
+  if (!server.ok()) {
+    LogError(server.status().ToString());
+    return 1;
+  }
+  LogInfo(absl::StrCat("listening on ", flags.listen, " (port ", (*server)->port(),
+                       ", no TLS), database ", flags.db, ", lost after ",
+                       absl::FormatDuration(flags.lost_after)));
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  LogInfo(absl::StrCat("signal ", sig, ": shutting down"));
+  (*server)->Shutdown();
+  return 0;
+}
