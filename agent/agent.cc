@@ -1,0 +1,184 @@
+#include "agent/agent.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace ringmaster::agent {
+namespace {
+
+absl::Duration FromProto(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, CoordinatorLink* link, RankSupervisor* ranks, Clock now)
+    : options_(std::move(options)),
+      link_(link),
+      ranks_(ranks),
+      now_(std::move(now)),
+      heartbeat_(options_.default_heartbeat) {}
+
+absl::Status Agent::Connect() {
+  stream_.reset();
+  v1::RegisterRequest req;
+  req.mutable_agent_version()->set_major(1);
+  req.mutable_agent_version()->set_minor(0);
+  req.mutable_agent_version()->set_build(options_.build);
+  *req.mutable_inventory() = options_.inventory;
+  req.set_previous_node_id(node_id_);
+  absl::StatusOr<v1::RegisterResponse> resp = link_->Register(req);
+  if (!resp.ok()) return resp.status();
+  if (resp->node_id().empty()) return absl::InternalError("Register returned no node id");
+  node_id_ = resp->node_id();
+  const absl::Duration hb = FromProto(resp->heartbeat_interval());
+  if (hb > absl::ZeroDuration()) heartbeat_ = std::max(hb, absl::Milliseconds(50));
+  absl::StatusOr<std::unique_ptr<HeartbeatStream>> s = link_->OpenHeartbeat();
+  if (!s.ok()) return s.status();
+  stream_ = *std::move(s);
+  seq_ = 0;
+  // The first message opens the stream for this node and reports the ranks that kept running.
+  if (!SendReport()) {
+    absl::Status why = stream_->Status();
+    stream_.reset();
+    return why.ok() ? absl::UnavailableError("heartbeat stream broke at once") : why;
+  }
+  return absl::OkStatus();
+}
+
+void Agent::Handle(const v1::CoordinatorMessage& msg) {
+  if (msg.has_heartbeat_interval()) {
+    const absl::Duration hb = FromProto(msg.heartbeat_interval());
+    if (hb > absl::ZeroDuration()) heartbeat_ = std::max(hb, absl::Milliseconds(50));
+  }
+  const absl::Time now = now_();
+  absl::Status outcome;
+  bool done = true;
+  switch (msg.command_case()) {
+    case v1::CoordinatorMessage::kStartRanks: {
+      absl::StatusOr<bool> r = ranks_->Start(msg.command_id(), msg.start_ranks(), now);
+      outcome = r.status();
+      done = !r.ok() || *r;
+      if (r.ok()) {
+        LogInfo(absl::StrCat("job ", msg.start_ranks().job_id(), " generation ",
+                             msg.start_ranks().generation(), ": ",
+                             *r ? "started " : "will start (older ranks stopping) ",
+                             msg.start_ranks().ranks_size(), " rank(s)"));
+      }
+      break;
+    }
+    case v1::CoordinatorMessage::kStopRanks:
+      outcome = ranks_->Stop(msg.stop_ranks(), now);
+      LogInfo(absl::StrCat("job ", msg.stop_ranks().job_id(), ": stopping ranks up to generation ",
+                           msg.stop_ranks().generation(), " (", msg.stop_ranks().reason(), ")"));
+      break;
+    case v1::CoordinatorMessage::kRestartRank:
+      outcome = ranks_->Restart(msg.restart_rank(), now);
+      break;
+    case v1::CoordinatorMessage::COMMAND_NOT_SET:
+      return;  // a message without a command (interval change)
+  }
+  if (!outcome.ok())
+    LogWarning(absl::StrCat("command ", msg.command_id(), ": ", outcome.message()));
+  if (!done) return;
+  report_now_ = true;
+  if (outcome.ok()) {
+    acks_.push_back(msg.command_id());
+  } else {
+    v1::CommandError e;
+    e.set_command_id(msg.command_id());
+    e.set_error(std::string(outcome.message()));
+    errors_.push_back(std::move(e));
+  }
+}
+
+bool Agent::SendReport() {
+  const absl::Time now = now_();
+  v1::AgentMessage m;
+  m.set_node_id(node_id_);
+  m.set_seq(++seq_);
+  *m.mutable_sent_at() =
+      google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(now));
+  for (v1::RankProgress& r : ranks_->Report(now)) *m.add_ranks() = std::move(r);
+  for (uint64_t id : acks_) m.add_acked_command_ids(id);
+  for (const v1::CommandError& e : errors_) *m.add_command_errors() = e;
+  if (!stream_->Write(m)) return false;
+  acks_.clear();
+  errors_.clear();
+  last_report_ = now;
+  report_now_ = false;
+  return true;
+}
+
+bool Agent::Step(absl::Duration wait) {
+  if (!stream_) return false;
+  const absl::Time now = now_();
+  absl::Duration until_report = last_report_ + heartbeat_ - now;
+  if (until_report < absl::ZeroDuration()) until_report = absl::ZeroDuration();
+  absl::Duration first_wait = std::min(wait, until_report);
+  for (std::optional<v1::CoordinatorMessage> m = stream_->Read(first_wait); m;
+       m = stream_->Read(absl::ZeroDuration())) {
+    Handle(*m);
+  }
+  if (ranks_->Tick(now_())) report_now_ = true;
+  for (auto& [id, status] : ranks_->TakeDeferredOutcomes()) {
+    report_now_ = true;
+    if (status.ok()) {
+      acks_.push_back(id);
+    } else {
+      v1::CommandError e;
+      e.set_command_id(id);
+      e.set_error(std::string(status.message()));
+      errors_.push_back(std::move(e));
+    }
+  }
+  if (stream_->Broken()) {
+    LogWarning(absl::StrCat("lost the coordinator: ", stream_->Status().message(),
+                            "; ranks keep running"));
+    stream_.reset();
+    return false;
+  }
+  if (report_now_ || now_() - last_report_ >= heartbeat_) {
+    if (!SendReport()) {
+      stream_.reset();
+      return false;
+    }
+  }
+  return true;
+}
+
+void Agent::Run(const std::atomic<bool>* stop) {
+  absl::Duration backoff = options_.backoff_min;
+  const absl::Duration tick = absl::Milliseconds(200);
+  while (!stop->load()) {
+    if (!stream_) {
+      absl::Status s = Connect();
+      if (!s.ok()) {
+        LogWarning(absl::StrCat("cannot reach the coordinator: ", s.message(), "; retrying in ",
+                                absl::FormatDuration(backoff)));
+        // Keep supervising the ranks while waiting.
+        const absl::Time until = now_() + backoff;
+        while (!stop->load() && now_() < until) {
+          ranks_->Tick(now_());
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        backoff = std::min(backoff * 2, options_.backoff_max);
+        continue;
+      }
+      LogInfo(absl::StrCat("registered as node ", node_id_, " (heartbeat every ",
+                           absl::FormatDuration(heartbeat_), ")"));
+      backoff = options_.backoff_min;
+    }
+    Step(tick);
+  }
+  ranks_->StopAll(options_.shutdown_grace, now_());
+  while (ranks_->LiveRanks() > 0) {
+    if (ranks_->Tick(now_()) && stream_ && !stream_->Broken()) SendReport();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,76 @@
+// The agent's loop: register the node, keep one Heartbeat stream open, carry out the
+// coordinator's commands through the RankSupervisor and report every local rank at least once
+// per heartbeat interval (and at once when a rank changes state or a command is done).
+//
+// When the coordinator goes away (the stream breaks, Register fails) the ranks keep running; the
+// agent registers again with the same node name and its previous node id, with exponential
+// backoff, and reports them on the new stream.
+//
+// Step() is one iteration and takes its time from the injected clock, so tests drive the agent
+// with a fake link and a FakeLauncher without threads or sleeps. Run() is the real loop.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "agent/coordinator_link.h"
+#include "agent/rank_supervisor.h"
+#include "ringmaster/v1/types.pb.h"
+
+namespace ringmaster::agent {
+
+struct AgentOptions {
+  v1::NodeInventory inventory;
+  std::string build = "ringmaster-agent";               // ApiVersion.build
+  absl::Duration default_heartbeat = absl::Seconds(2);  // until the coordinator says otherwise
+  absl::Duration backoff_min = absl::Milliseconds(250);
+  absl::Duration backoff_max = absl::Seconds(10);
+  absl::Duration shutdown_grace = absl::Seconds(20);  // SIGTERM → SIGKILL when the agent stops
+};
+
+class Agent {
+ public:
+  using Clock = std::function<absl::Time()>;
+
+  Agent(AgentOptions options, CoordinatorLink* link, RankSupervisor* ranks, Clock now);
+
+  // Registers and opens the heartbeat stream (sending the first report on it).
+  absl::Status Connect();
+  bool connected() const { return stream_ != nullptr; }
+  const std::string& node_id() const { return node_id_; }
+  absl::Duration heartbeat_interval() const { return heartbeat_; }
+
+  // One iteration: waits up to `wait` for a command, carries out every command that arrived,
+  // polls the ranks and sends a report when one is due. False when the stream broke (the
+  // caller reconnects; the ranks keep running).
+  bool Step(absl::Duration wait);
+
+  // Connects, steps and reconnects with backoff until `stop` is set; then stops every rank
+  // (SIGTERM, SIGKILL after shutdown_grace) and returns once none runs.
+  void Run(const std::atomic<bool>* stop);
+
+ private:
+  void Handle(const v1::CoordinatorMessage& msg);
+  bool SendReport();
+
+  AgentOptions options_;
+  CoordinatorLink* link_;
+  RankSupervisor* ranks_;
+  Clock now_;
+  std::string node_id_;
+  absl::Duration heartbeat_;
+  std::unique_ptr<HeartbeatStream> stream_;
+  uint64_t seq_ = 0;
+  absl::Time last_report_ = absl::InfinitePast();
+  bool report_now_ = false;
+  std::vector<uint64_t> acks_;
+  std::vector<v1::CommandError> errors_;
+};
+
+}  // namespace ringmaster::agent

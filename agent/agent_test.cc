@@ -1,0 +1,174 @@
+#include "agent/agent.h"
+
+#include <deque>
+#include <filesystem>
+
+#include "agent/fake_launcher.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A stream the test feeds by hand; Read never blocks.
+class FakeStream final : public HeartbeatStream {
+ public:
+  bool Write(const v1::AgentMessage& m) override {
+    if (broken) return false;
+    written.push_back(m);
+    return true;
+  }
+  std::optional<v1::CoordinatorMessage> Read(absl::Duration) override {
+    if (inbox.empty()) return std::nullopt;
+    v1::CoordinatorMessage m = inbox.front();
+    inbox.pop_front();
+    return m;
+  }
+  bool Broken() const override { return broken; }
+  absl::Status Status() const override { return absl::UnavailableError("gone"); }
+
+  std::deque<v1::CoordinatorMessage> inbox;
+  std::vector<v1::AgentMessage> written;
+  bool broken = false;
+};
+
+class FakeLink final : public CoordinatorLink {
+ public:
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& r) override {
+    registers.push_back(r);
+    if (!up) return absl::UnavailableError("connection refused");
+    v1::RegisterResponse resp;
+    resp.set_node_id("node-7");
+    resp.mutable_heartbeat_interval()->set_seconds(5);
+    return resp;
+  }
+  absl::StatusOr<std::unique_ptr<HeartbeatStream>> OpenHeartbeat() override {
+    auto s = std::make_unique<FakeStream>();
+    stream = s.get();
+    return std::unique_ptr<HeartbeatStream>(std::move(s));
+  }
+  std::vector<v1::RegisterRequest> registers;
+  FakeStream* stream = nullptr;
+  bool up = true;
+};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("agent_test_" + std::to_string(::getpid()));
+    SupervisorOptions so;
+    so.trainer_path = "/bin/trainer";
+    so.work_dir = dir_.string();
+    sup_ = std::make_unique<RankSupervisor>(so, &launcher_,
+                                            [](const std::string&) { return std::nullopt; });
+    AgentOptions ao;
+    ao.inventory.set_node_name("box-1");
+    agent_ = std::make_unique<Agent>(ao, &link_, sup_.get(), [this] { return now_; });
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  v1::CoordinatorMessage StartCmd(uint64_t id) {
+    v1::CoordinatorMessage m;
+    m.set_command_id(id);
+    v1::StartRanks* s = m.mutable_start_ranks();
+    s->set_job_id("j1");
+    s->set_job_yaml(
+        "name: t\nmodel: {config: {hidden_size: 8, num_hidden_layers: 1, num_attention_heads: 1, "
+        "intermediate_size: 8}, vocab: v.txt}\ndata: {train: a.tsv, eval: b.tsv}\n"
+        "output: {dir: o}\n");
+    s->set_base_dir("/shared");
+    s->set_world_size(1);
+    s->add_ranks()->set_global_rank(0);
+    return m;
+  }
+
+  fs::path dir_;
+  absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
+  FakeLauncher launcher_;
+  FakeLink link_;
+  std::unique_ptr<RankSupervisor> sup_;
+  std::unique_ptr<Agent> agent_;
+};
+
+TEST_F(AgentTest, RegistersAndOpensTheStreamWithAReport) {
+  ASSERT_TRUE(agent_->Connect().ok());
+  EXPECT_EQ(agent_->node_id(), "node-7");
+  EXPECT_EQ(agent_->heartbeat_interval(), absl::Seconds(5));
+  ASSERT_EQ(link_.registers.size(), 1u);
+  EXPECT_EQ(link_.registers[0].inventory().node_name(), "box-1");
+  EXPECT_EQ(link_.registers[0].agent_version().major(), 1u);
+  EXPECT_EQ(link_.registers[0].previous_node_id(), "");
+  ASSERT_EQ(link_.stream->written.size(), 1u);
+  EXPECT_EQ(link_.stream->written[0].node_id(), "node-7");
+  EXPECT_EQ(link_.stream->written[0].seq(), 1u);
+}
+
+TEST_F(AgentTest, CarriesOutCommandsAndAcksAtOnce) {
+  ASSERT_TRUE(agent_->Connect().ok());
+  link_.stream->inbox.push_back(StartCmd(41));
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  ASSERT_EQ(launcher_.started.size(), 1u);
+  ASSERT_EQ(link_.stream->written.size(), 2u);
+  const v1::AgentMessage& m = link_.stream->written[1];
+  EXPECT_EQ(m.seq(), 2u);
+  ASSERT_EQ(m.acked_command_ids_size(), 1);
+  EXPECT_EQ(m.acked_command_ids(0), 41u);
+  ASSERT_EQ(m.ranks_size(), 1);
+  EXPECT_EQ(m.ranks(0).state(), v1::RANK_PROCESS_STATE_STARTING);
+  // A refused command comes back as a CommandError.
+  v1::CoordinatorMessage bad = StartCmd(42);
+  bad.mutable_start_ranks()->set_job_id("j2");
+  bad.mutable_start_ranks()->set_base_dir("relative");
+  link_.stream->inbox.push_back(bad);
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  ASSERT_EQ(link_.stream->written.back().command_errors_size(), 1);
+  EXPECT_EQ(link_.stream->written.back().command_errors(0).command_id(), 42u);
+}
+
+TEST_F(AgentTest, ReportsEveryIntervalAndOnStateChanges) {
+  ASSERT_TRUE(agent_->Connect().ok());
+  link_.stream->inbox.push_back(StartCmd(1));
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  const size_t after_start = link_.stream->written.size();
+  now_ += absl::Seconds(4);
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  EXPECT_EQ(link_.stream->written.size(), after_start);  // nothing new, interval not up
+  now_ += absl::Seconds(1);
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  EXPECT_EQ(link_.stream->written.size(), after_start + 1);
+  launcher_.Exit(launcher_.started[0].pid, 1, "t ERROR x: boom");
+  now_ += absl::Milliseconds(10);
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  ASSERT_EQ(link_.stream->written.size(), after_start + 2);
+  const v1::RankProgress& r = link_.stream->written.back().ranks(0);
+  EXPECT_EQ(r.state(), v1::RANK_PROCESS_STATE_EXITED);
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_EQ(r.last_error_line(), "t ERROR x: boom");
+}
+
+TEST_F(AgentTest, ReconnectsWithTheSameIdentityAndTheRanksKeepRunning) {
+  ASSERT_TRUE(agent_->Connect().ok());
+  link_.stream->inbox.push_back(StartCmd(1));
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  link_.stream->broken = true;
+  EXPECT_FALSE(agent_->Step(absl::ZeroDuration()));
+  EXPECT_FALSE(agent_->connected());
+  EXPECT_TRUE(launcher_.signals.empty());
+  EXPECT_TRUE(launcher_.Running(launcher_.started[0].pid));
+  link_.up = false;
+  EXPECT_EQ(agent_->Connect().code(), absl::StatusCode::kUnavailable);
+  link_.up = true;
+  ASSERT_TRUE(agent_->Connect().ok());
+  ASSERT_EQ(link_.registers.size(), 3u);
+  EXPECT_EQ(link_.registers[2].previous_node_id(), "node-7");
+  EXPECT_EQ(link_.registers[2].inventory().node_name(), "box-1");
+  ASSERT_EQ(link_.stream->written.size(), 1u);
+  EXPECT_EQ(link_.stream->written[0].seq(), 1u);
+  ASSERT_EQ(link_.stream->written[0].ranks_size(), 1);
+  EXPECT_EQ(link_.stream->written[0].ranks(0).job_id(), "j1");
+}
+
+}  // namespace
+}  // namespace ringmaster::agent

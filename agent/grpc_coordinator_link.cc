@@ -1,0 +1,112 @@
+#include "agent/grpc_coordinator_link.h"
+
+#include <deque>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "ringmaster/v1/agent.grpc.pb.h"
+
+namespace ringmaster::agent {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+class GrpcHeartbeatStream final : public HeartbeatStream {
+ public:
+  explicit GrpcHeartbeatStream(const std::shared_ptr<grpc::Channel>& channel)
+      : stub_(v1::AgentService::NewStub(channel)) {
+    stream_ = stub_->Heartbeat(&context_);
+    reader_ = std::thread([this] { ReadLoop(); });
+  }
+  ~GrpcHeartbeatStream() override {
+    context_.TryCancel();
+    reader_.join();
+  }
+
+  bool Write(const v1::AgentMessage& msg) override {
+    if (Broken()) return false;
+    if (!stream_->Write(msg)) {
+      // The reader sees the stream end too and records why.
+      absl::MutexLock l(&mu_);
+      if (status_.ok()) status_ = absl::UnavailableError("heartbeat stream: write failed");
+      broken_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  std::optional<v1::CoordinatorMessage> Read(absl::Duration timeout) override {
+    absl::MutexLock l(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !inbox_.empty() || broken_; };
+    mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+    if (inbox_.empty()) return std::nullopt;
+    v1::CoordinatorMessage m = std::move(inbox_.front());
+    inbox_.pop_front();
+    return m;
+  }
+
+  bool Broken() const override {
+    absl::MutexLock l(&mu_);
+    return broken_;
+  }
+  absl::Status Status() const override {
+    absl::MutexLock l(&mu_);
+    return status_;
+  }
+
+ private:
+  void ReadLoop() {
+    v1::CoordinatorMessage m;
+    while (stream_->Read(&m)) {
+      absl::MutexLock l(&mu_);
+      inbox_.push_back(std::move(m));
+      m = v1::CoordinatorMessage();
+    }
+    grpc::Status s = stream_->Finish();
+    absl::MutexLock l(&mu_);
+    broken_ = true;
+    if (status_.ok()) {
+      status_ = s.ok() ? absl::UnavailableError("heartbeat stream closed by the coordinator")
+                       : FromGrpc(s);
+    }
+  }
+
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>> stream_;
+  std::thread reader_;
+  mutable absl::Mutex mu_;
+  std::deque<v1::CoordinatorMessage> inbox_ ABSL_GUARDED_BY(mu_);
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+GrpcCoordinatorLink::GrpcCoordinatorLink(const std::string& target)
+    : channel_(grpc::CreateChannel(target, grpc::InsecureChannelCredentials())) {}
+
+GrpcCoordinatorLink::~GrpcCoordinatorLink() = default;
+
+absl::StatusOr<v1::RegisterResponse> GrpcCoordinatorLink::Register(
+    const v1::RegisterRequest& request) {
+  auto stub = v1::AgentService::NewStub(channel_);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::RegisterResponse resp;
+  grpc::Status s = stub->Register(&ctx, request, &resp);
+  if (!s.ok()) return FromGrpc(s);
+  return resp;
+}
+
+absl::StatusOr<std::unique_ptr<HeartbeatStream>> GrpcCoordinatorLink::OpenHeartbeat() {
+  return std::unique_ptr<HeartbeatStream>(std::make_unique<GrpcHeartbeatStream>(channel_));
+}
+
+}  // namespace ringmaster::agent

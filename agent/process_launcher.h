@@ -1,0 +1,44 @@
+// The real Launcher: fork + execve with a clean environment (only LaunchSpec::env), stdout and
+// stderr through a pipe into a RotatingLog (one reader thread per process), reaping with
+// waitpid. The child runs in its own process group so that a Ctrl-C at the agent's terminal does
+// not reach the trainers directly: the agent stops them itself (SIGTERM, then SIGKILL).
+#pragma once
+
+#include <memory>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/launcher.h"
+
+namespace ringmaster::agent {
+
+class RotatingLog;
+
+struct ProcessLauncherOptions {
+  size_t log_max_bytes = size_t{64} << 20;
+  int log_keep = 3;
+};
+
+class ProcessLauncher final : public Launcher {
+ public:
+  explicit ProcessLauncher(ProcessLauncherOptions options = {});
+  // Kills (SIGKILL) and reaps every process still running.
+  ~ProcessLauncher() override;
+
+  absl::StatusOr<int> Start(const LaunchSpec& spec) override;
+  absl::Status Signal(int pid, int signo) override;
+  std::optional<ProcessExit> Poll(int pid) override;
+  void Forget(int pid) override;
+
+ private:
+  struct Child;
+  // Copies a child's output into its log until EOF (every writer closed).
+  static void Pump(int fd, std::unique_ptr<RotatingLog> log, Child* child);
+
+  ProcessLauncherOptions options_;
+  absl::Mutex mu_;
+  std::map<int, std::unique_ptr<Child>> children_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringmaster::agent

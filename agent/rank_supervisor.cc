@@ -1,0 +1,359 @@
+#include "agent/rank_supervisor.h"
+
+#include <signal.h>
+
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "trainer/job/job_spec.h"
+
+namespace ringmaster::agent {
+namespace {
+
+constexpr int kExitBadJob = 3;  // ringmaster-trainer: the job itself is wrong
+
+bool ValidName(const std::string& s, size_t max, bool lower_ok) {
+  if (s.empty() || s.size() > max) return false;
+  for (char c : s) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    (lower_ok && ((c >= 'a' && c <= 'z') || c == '-' || c == '.'));
+    if (!ok) return false;
+  }
+  return true;
+}
+
+absl::Status ValidateJobId(const std::string& id) {
+  if (!ValidName(id, 128, true) || id == "." || id == "..") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job id '", id.substr(0, 128), "' is not [A-Za-z0-9_.-]{1,128}"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateEnv(const google::protobuf::Map<std::string, std::string>& env) {
+  if (env.size() > 256) return absl::InvalidArgumentError("more than 256 environment variables");
+  for (const auto& [k, v] : env) {
+    if (!ValidName(k, 128, false)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable name '", k.substr(0, 128), "' is not [A-Z0-9_]+"));
+    }
+    if (v.size() > (size_t{128} << 10) || v.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable ", k, ": value over 128 KiB or with a NUL byte"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+RankSupervisor::RankSupervisor(SupervisorOptions options, Launcher* launcher, EnvLookup agent_env)
+    : options_(std::move(options)), launcher_(launcher), agent_env_(std::move(agent_env)) {}
+
+bool RankSupervisor::OlderAlive(const std::string& job, int64_t generation) const {
+  for (const auto& [key, gen] : gens_) {
+    if (key.first != job || key.second >= generation) continue;
+    for (const auto& [r, rank] : gen.ranks) {
+      if (!Ended(rank)) return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<bool> RankSupervisor::Start(uint64_t command_id, const v1::StartRanks& cmd,
+                                           absl::Time now) {
+  if (absl::Status s = ValidateJobId(cmd.job_id()); !s.ok()) return s;
+  if (cmd.generation() < 0) return absl::InvalidArgumentError("negative generation");
+  if (cmd.ranks().empty()) return absl::InvalidArgumentError("StartRanks without ranks");
+  if (absl::Status s = ValidateEnv(cmd.common_env()); !s.ok()) return s;
+  std::set<uint32_t> globals, locals;
+  for (const v1::RankLaunch& r : cmd.ranks()) {
+    if (r.global_rank() >= cmd.world_size() || !globals.insert(r.global_rank()).second ||
+        !locals.insert(r.local_rank()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", r.global_rank(), " (local ",
+                                                     r.local_rank(), "): duplicate or not below ",
+                                                     "world_size ", cmd.world_size()));
+    }
+    if (absl::Status s = ValidateEnv(r.env()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", r.global_rank(), ": ", s.message()));
+    }
+  }
+  const Key key{cmd.job_id(), cmd.generation()};
+  if (gens_.count(key)) return true;  // already started: at-least-once delivery
+  if (deferred_.count(key)) return false;
+  // A newer generation replaces older ones: stop what still runs, start when it has ended.
+  if (OlderAlive(cmd.job_id(), cmd.generation())) {
+    for (auto& [k, gen] : gens_) {
+      if (k.first != cmd.job_id() || k.second >= cmd.generation()) continue;
+      for (auto& [r, rank] : gen.ranks) {
+        if (!Ended(rank)) StopRank(rank, options_.default_grace, now);
+      }
+    }
+    deferred_[key] = {command_id, cmd};
+    return false;
+  }
+  for (auto it = gens_.begin(); it != gens_.end();) {
+    const bool older = it->first.first == cmd.job_id() && it->first.second < cmd.generation();
+    if (older) {
+      for (auto& [r, rank] : it->second.ranks) {
+        if (rank.pid > 0) launcher_->Forget(rank.pid);
+      }
+    }
+    it = older ? gens_.erase(it) : std::next(it);
+  }
+  Generation& gen = gens_[key];
+  gen.cmd = cmd;
+  for (const v1::RankLaunch& r : cmd.ranks()) {
+    Rank& rank = gen.ranks[r.global_rank()];
+    rank.launch = r;
+  }
+  if (absl::Status s = Prepare(cmd, &gen, now); !s.ok()) {
+    // Nothing can start: every rank reports why, marked deterministic (resending cannot help).
+    for (auto& [r, rank] : gen.ranks) {
+      rank.state = v1::RANK_PROCESS_STATE_FAILED_TO_START;
+      rank.start_error = std::string(s.message()).substr(0, kMaxErrorLineBytes);
+      rank.ended_at = now;
+    }
+    return s;
+  }
+  for (auto& [r, rank] : gen.ranks) Launch(gen, rank);
+  return true;
+}
+
+absl::Status RankSupervisor::Prepare(const v1::StartRanks& cmd, Generation* gen, absl::Time now) {
+  if (!std::filesystem::path(cmd.base_dir()).is_absolute()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("base_dir '", cmd.base_dir().substr(0, 256), "' is not absolute"));
+  }
+  absl::StatusOr<trainer::JobSpec> spec =
+      trainer::ParseJobSpec(cmd.job_yaml(), absl::StrCat(cmd.job_id(), ".yaml"), cmd.base_dir());
+  if (!spec.ok()) return spec.status();
+  gen->dir = (std::filesystem::path(options_.work_dir) / "jobs" / cmd.job_id() /
+              absl::StrCat("gen-", cmd.generation()))
+                 .string();
+  if (absl::Status s = MakeDirs(gen->dir); !s.ok()) return s;
+  gen->job_file = (std::filesystem::path(gen->dir) / "job.yaml").string();
+  // Written resolved (absolute paths), so the trainer reads the job exactly as submitted.
+  if (absl::Status s = WriteFileAtomic(gen->job_file, trainer::JobSpecToYaml(*spec)); !s.ok()) {
+    return s;
+  }
+  std::string rank0_log;
+  if (gen->ranks.count(0)) rank0_log = (std::filesystem::path(gen->dir) / "rank-0.log").string();
+  gen->progress = std::make_unique<ProgressReader>(
+      (std::filesystem::path(spec->output.dir) / "metrics.jsonl").string(), rank0_log,
+      spec->train.global_batch_size, spec->train.max_steps, now);
+  return absl::OkStatus();
+}
+
+void RankSupervisor::Launch(Generation& gen, Rank& rank) {
+  LaunchSpec spec;
+  spec.argv = {options_.trainer_path, "train", "--config", gen.job_file};
+  for (const std::string& name : options_.passthrough_env) {
+    if (std::optional<std::string> v = agent_env_(name)) spec.env[name] = *v;
+  }
+  if (!spec.env.count("OMP_NUM_THREADS")) {
+    const int per_rank = std::max(1, options_.cpu_cores / std::max(1, gen.cmd.ranks_size()));
+    spec.env["OMP_NUM_THREADS"] = std::to_string(per_rank);
+  }
+  for (const auto& [k, v] : gen.cmd.common_env()) spec.env[k] = v;
+  for (const auto& [k, v] : rank.launch.env()) spec.env[k] = v;
+  rank.log_path =
+      (std::filesystem::path(gen.dir) / absl::StrCat("rank-", rank.launch.global_rank(), ".log"))
+          .string();
+  spec.log_path = rank.log_path;
+  spec.working_dir = gen.dir;
+  rank.exit.reset();
+  rank.start_error.clear();
+  rank.stop_requested = false;
+  rank.restart_pending = false;
+  rank.kill_at.reset();
+  rank.killed = false;
+  absl::StatusOr<int> pid = launcher_->Start(spec);
+  if (!pid.ok()) {
+    rank.pid = -1;
+    rank.state = v1::RANK_PROCESS_STATE_FAILED_TO_START;
+    rank.start_error = std::string(pid.status().message()).substr(0, kMaxErrorLineBytes);
+    return;
+  }
+  rank.pid = *pid;
+  rank.state = v1::RANK_PROCESS_STATE_STARTING;
+}
+
+void RankSupervisor::StopRank(Rank& rank, absl::Duration grace, absl::Time now) {
+  rank.restart_pending = false;
+  rank.stop_requested = true;
+  if (Ended(rank) || rank.pid <= 0) return;
+  if (!rank.kill_at) (void)launcher_->Signal(rank.pid, SIGTERM);
+  const absl::Time at = now + grace;
+  if (!rank.kill_at || at < *rank.kill_at) rank.kill_at = at;
+}
+
+absl::Status RankSupervisor::Stop(const v1::StopRanks& cmd, absl::Time now) {
+  if (absl::Status s = ValidateJobId(cmd.job_id()); !s.ok()) return s;
+  absl::Duration grace =
+      absl::Seconds(cmd.grace_period().seconds()) + absl::Nanoseconds(cmd.grace_period().nanos());
+  if (grace <= absl::ZeroDuration()) grace = options_.default_grace;
+  for (auto& [key, gen] : gens_) {
+    if (key.first != cmd.job_id() || key.second > cmd.generation()) continue;
+    for (auto& [r, rank] : gen.ranks) StopRank(rank, grace, now);
+  }
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (it->first.first == cmd.job_id() && it->first.second <= cmd.generation()) {
+      outcomes_.emplace_back(it->second.first,
+                             absl::CancelledError("stopped before its ranks could start"));
+      it = deferred_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RankSupervisor::Restart(const v1::RestartRank& cmd, absl::Time now) {
+  auto it = gens_.find(Key{cmd.job_id(), cmd.generation()});
+  if (it == gens_.end() || !it->second.ranks.count(cmd.global_rank())) {
+    return absl::NotFoundError(absl::StrCat("no rank ", cmd.global_rank(), " of job ",
+                                            cmd.job_id().substr(0, 128), " generation ",
+                                            cmd.generation(), " on this node"));
+  }
+  Generation& gen = it->second;
+  if (gen.job_file.empty()) return absl::FailedPreconditionError("the job file was never written");
+  Rank& rank = gen.ranks[cmd.global_rank()];
+  if (Ended(rank)) {
+    if (rank.pid > 0) launcher_->Forget(rank.pid);
+    Launch(gen, rank);
+    return absl::OkStatus();
+  }
+  StopRank(rank, options_.default_grace, now);
+  rank.stop_requested = false;
+  rank.restart_pending = true;
+  return absl::OkStatus();
+}
+
+void RankSupervisor::StopAll(absl::Duration grace, absl::Time now) {
+  for (auto& [key, gen] : gens_) {
+    for (auto& [r, rank] : gen.ranks) StopRank(rank, grace, now);
+  }
+  for (auto& [key, d] : deferred_) {
+    outcomes_.emplace_back(d.first, absl::CancelledError("agent shutting down"));
+  }
+  deferred_.clear();
+}
+
+bool RankSupervisor::Tick(absl::Time now) {
+  bool changed = false;
+  for (auto& [key, gen] : gens_) {
+    for (auto& [r, rank] : gen.ranks) {
+      if (Ended(rank) || rank.pid <= 0) continue;
+      if (std::optional<ProcessExit> e = launcher_->Poll(rank.pid)) {
+        changed = true;
+        rank.exit = *e;
+        rank.ended_at = now;
+        if (rank.restart_pending) {
+          launcher_->Forget(rank.pid);
+          Launch(gen, rank);
+          continue;
+        }
+        if (rank.stop_requested) {
+          rank.state = v1::RANK_PROCESS_STATE_STOPPED;
+        } else if (e->signal != 0) {
+          rank.state = v1::RANK_PROCESS_STATE_SIGNALED;
+        } else {
+          rank.state = v1::RANK_PROCESS_STATE_EXITED;
+        }
+        continue;
+      }
+      if (rank.kill_at && now >= *rank.kill_at && !rank.killed) {
+        (void)launcher_->Signal(rank.pid, SIGKILL);
+        rank.killed = true;
+      }
+    }
+  }
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (OlderAlive(it->first.first, it->first.second)) {
+      ++it;
+      continue;
+    }
+    auto [id, cmd] = std::move(it->second);
+    it = deferred_.erase(it);
+    absl::StatusOr<bool> r = Start(id, cmd, now);
+    outcomes_.emplace_back(id, r.status());
+    changed = true;
+  }
+  for (auto it = gens_.begin(); it != gens_.end();) {
+    bool expired = true;
+    for (auto& [r, rank] : it->second.ranks) {
+      expired = expired && Ended(rank) && rank.ended_at + options_.keep_ended <= now;
+    }
+    if (expired) {
+      for (auto& [r, rank] : it->second.ranks) {
+        if (rank.pid > 0) launcher_->Forget(rank.pid);
+      }
+      it = gens_.erase(it);
+      changed = true;
+    } else {
+      ++it;
+    }
+  }
+  return changed;
+}
+
+std::vector<std::pair<uint64_t, absl::Status>> RankSupervisor::TakeDeferredOutcomes() {
+  return std::exchange(outcomes_, {});
+}
+
+int RankSupervisor::LiveRanks() const {
+  int n = 0;
+  for (const auto& [key, gen] : gens_) {
+    for (const auto& [r, rank] : gen.ranks) n += Ended(rank) ? 0 : 1;
+  }
+  return n;
+}
+
+std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
+  std::vector<v1::RankProgress> out;
+  for (auto& [key, gen] : gens_) {
+    JobProgress p;
+    if (gen.progress) p = gen.progress->Update(now);
+    for (auto& [r, rank] : gen.ranks) {
+      if (rank.state == v1::RANK_PROCESS_STATE_STARTING && p.step > 0) {
+        rank.state = v1::RANK_PROCESS_STATE_RUNNING;
+      }
+      v1::RankProgress rp;
+      rp.set_job_id(key.first);
+      rp.set_generation(key.second);
+      rp.set_global_rank(rank.launch.global_rank());
+      rp.set_local_rank(rank.launch.local_rank());
+      rp.set_state(rank.state);
+      rp.set_pid(rank.pid > 0 ? rank.pid : 0);
+      rp.set_step(p.step);
+      rp.set_total_steps(p.total_steps);
+      rp.set_loss(p.loss);
+      if (gen.cmd.world_size() > 0) {
+        rp.set_samples_per_second(p.samples_per_second / gen.cmd.world_size());
+      }
+      if (!rank.start_error.empty()) {
+        rp.set_last_error_line(rank.start_error);
+        if (gen.job_file.empty()) rp.set_failure_kind(v1::FAILURE_KIND_DETERMINISTIC_STARTUP);
+      }
+      if (rank.exit) {
+        rp.set_exit_code(rank.exit->exit_code);
+        rp.set_signal(rank.exit->signal);
+        const bool failed = rank.exit->signal != 0 || rank.exit->exit_code != 0;
+        if (failed && !rank.stop_requested) {
+          rp.set_last_error_line(rank.exit->last_error_line.substr(0, kMaxErrorLineBytes));
+          if (rank.exit->signal == 0 && rank.exit->exit_code == kExitBadJob) {
+            rp.set_failure_kind(v1::FAILURE_KIND_DETERMINISTIC_STARTUP);
+          }
+        }
+      }
+      out.push_back(std::move(rp));
+    }
+  }
+  return out;
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,230 @@
+#include "agent/rank_supervisor.h"
+
+#include <signal.h>
+
+#include <filesystem>
+
+#include "agent/fake_launcher.h"
+#include "common/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+constexpr char kJob[] = R"(name: t
+model:
+  config: {hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 64}
+  vocab: data/vocab.txt
+data: {train: data/train.tsv, eval: data/dev.tsv}
+train: {max_steps: 10, global_batch_size: 8, micro_batch_size: 4}
+output: {dir: out}
+)";
+
+class RankSupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("rank_supervisor_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    SupervisorOptions o;
+    o.trainer_path = "/opt/ringmaster/bin/ringmaster-trainer";
+    o.work_dir = (dir_ / "work").string();
+    o.cpu_cores = 8;
+    o.default_grace = absl::Seconds(30);
+    o.keep_ended = absl::Minutes(1);
+    sup_ = std::make_unique<RankSupervisor>(o, &launcher_, [](const std::string& name) {
+      return name == "PATH" ? std::optional<std::string>("/usr/bin") : std::nullopt;
+    });
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  v1::StartRanks Cmd(int64_t generation, int nranks = 2) {
+    v1::StartRanks c;
+    c.set_job_id("job-1");
+    c.set_generation(generation);
+    c.set_job_yaml(kJob);
+    c.set_base_dir("/shared/jobs");
+    c.set_world_size(4);
+    (*c.mutable_common_env())["WORLD_SIZE"] = "4";
+    (*c.mutable_common_env())["MASTER_ADDR"] = "10.0.0.1";
+    for (int i = 0; i < nranks; ++i) {
+      v1::RankLaunch* r = c.add_ranks();
+      r->set_global_rank(2 + i);
+      r->set_local_rank(i);
+      (*r->mutable_env())["RANK"] = std::to_string(2 + i);
+      (*r->mutable_env())["LOCAL_RANK"] = std::to_string(i);
+    }
+    return c;
+  }
+  v1::StopRanks Stop(int64_t generation, int grace_s) {
+    v1::StopRanks s;
+    s.set_job_id("job-1");
+    s.set_generation(generation);
+    s.mutable_grace_period()->set_seconds(grace_s);
+    return s;
+  }
+
+  fs::path dir_;
+  FakeLauncher launcher_;
+  std::unique_ptr<RankSupervisor> sup_;
+  absl::Time t_ = absl::FromUnixSeconds(1'700'000'000);
+};
+
+TEST_F(RankSupervisorTest, StartsOnlyTheConfiguredTrainerWithTheCommandsEnvironment) {
+  absl::StatusOr<bool> r = sup_->Start(7, Cmd(0), t_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(*r);
+  ASSERT_EQ(launcher_.started.size(), 2u);
+  const LaunchSpec& s = launcher_.started[1].spec;
+  const std::string job_file = (dir_ / "work/jobs/job-1/gen-0/job.yaml").string();
+  EXPECT_THAT(s.argv,
+              ElementsAre("/opt/ringmaster/bin/ringmaster-trainer", "train", "--config", job_file));
+  EXPECT_EQ(s.env.at("RANK"), "3");
+  EXPECT_EQ(s.env.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(s.env.at("WORLD_SIZE"), "4");
+  EXPECT_EQ(s.env.at("PATH"), "/usr/bin");
+  EXPECT_EQ(s.env.at("OMP_NUM_THREADS"), "4");  // 8 cores, 2 local ranks
+  EXPECT_EQ(s.log_path, (dir_ / "work/jobs/job-1/gen-0/rank-3.log").string());
+  // The job file is the spec resolved against base_dir.
+  absl::StatusOr<std::string> written = ReadFile(job_file);
+  ASSERT_TRUE(written.ok());
+  EXPECT_THAT(*written, HasSubstr("/shared/jobs/data/train.tsv"));
+  EXPECT_THAT(*written, HasSubstr("/shared/jobs/out"));
+  // At-least-once delivery: the same command again starts nothing.
+  ASSERT_TRUE(sup_->Start(7, Cmd(0), t_).ok());
+  EXPECT_EQ(launcher_.started.size(), 2u);
+  std::vector<v1::RankProgress> rep = sup_->Report(t_);
+  ASSERT_EQ(rep.size(), 2u);
+  EXPECT_EQ(rep[0].state(), v1::RANK_PROCESS_STATE_STARTING);
+  EXPECT_EQ(rep[0].global_rank(), 2u);
+  EXPECT_EQ(rep[0].pid(), launcher_.started[0].pid);
+  EXPECT_EQ(rep[0].total_steps(), 10);
+}
+
+TEST_F(RankSupervisorTest, RefusesBadCommandsWithoutStartingAnything) {
+  v1::StartRanks bad_env = Cmd(0);
+  (*bad_env.mutable_common_env())["LD_PRELOAD;x"] = "/tmp/evil.so";
+  EXPECT_THAT(std::string(sup_->Start(1, bad_env, t_).status().message()),
+              HasSubstr("LD_PRELOAD;x"));
+  v1::StartRanks bad_id = Cmd(0);
+  bad_id.set_job_id("../../etc");
+  EXPECT_FALSE(sup_->Start(2, bad_id, t_).ok());
+  v1::StartRanks bad_rank = Cmd(0);
+  bad_rank.mutable_ranks(0)->set_global_rank(9);
+  EXPECT_FALSE(sup_->Start(3, bad_rank, t_).ok());
+  EXPECT_TRUE(launcher_.started.empty());
+}
+
+TEST_F(RankSupervisorTest, SpecErrorsFailEveryRankAsDeterministic) {
+  v1::StartRanks c = Cmd(0);
+  c.set_job_yaml("name: t\nbogus_key: 1\n");
+  absl::StatusOr<bool> r = sup_->Start(1, c, t_);
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(launcher_.started.empty());
+  std::vector<v1::RankProgress> rep = sup_->Report(t_);
+  ASSERT_EQ(rep.size(), 2u);
+  EXPECT_EQ(rep[0].state(), v1::RANK_PROCESS_STATE_FAILED_TO_START);
+  EXPECT_EQ(rep[0].failure_kind(), v1::FAILURE_KIND_DETERMINISTIC_STARTUP);
+  EXPECT_THAT(rep[0].last_error_line(), HasSubstr("bogus_key"));
+}
+
+TEST_F(RankSupervisorTest, StopSendsTermThenKillAfterTheGracePeriod) {
+  ASSERT_TRUE(sup_->Start(1, Cmd(0), t_).ok());
+  const int p0 = launcher_.started[0].pid, p1 = launcher_.started[1].pid;
+  ASSERT_TRUE(sup_->Stop(Stop(0, 10), t_).ok());
+  EXPECT_THAT(launcher_.signals, ElementsAre(Pair(p0, SIGTERM), Pair(p1, SIGTERM)));
+  launcher_.Exit(p0, 143);  // checkpointed and left
+  EXPECT_TRUE(sup_->Tick(t_ + absl::Seconds(9)));
+  EXPECT_EQ(launcher_.signals.size(), 2u);
+  sup_->Tick(t_ + absl::Seconds(10));
+  EXPECT_THAT(launcher_.signals.back(), Pair(p1, SIGKILL));
+  sup_->Tick(t_ + absl::Seconds(11));
+  EXPECT_EQ(launcher_.signals.size(), 3u);  // SIGKILL once
+  launcher_.Kill(p1, SIGKILL);
+  sup_->Tick(t_ + absl::Seconds(12));
+  std::vector<v1::RankProgress> rep = sup_->Report(t_ + absl::Seconds(12));
+  ASSERT_EQ(rep.size(), 2u);
+  EXPECT_EQ(rep[0].state(), v1::RANK_PROCESS_STATE_STOPPED);
+  EXPECT_EQ(rep[0].exit_code(), 143);
+  EXPECT_EQ(rep[1].state(), v1::RANK_PROCESS_STATE_STOPPED);
+  EXPECT_EQ(rep[1].signal(), SIGKILL);
+  EXPECT_EQ(rep[1].last_error_line(), "");  // stopped on command: not a failure
+  EXPECT_EQ(sup_->LiveRanks(), 0);
+  // Ended ranks stay reported for keep_ended, then go.
+  sup_->Tick(t_ + absl::Minutes(2));
+  EXPECT_TRUE(sup_->Report(t_ + absl::Minutes(2)).empty());
+}
+
+TEST_F(RankSupervisorTest, ReportsExitsWithTheLastErrorLine) {
+  ASSERT_TRUE(sup_->Start(1, Cmd(0), t_).ok());
+  launcher_.Exit(launcher_.started[0].pid, 3, "t ERROR p: data/train.tsv: not found");
+  launcher_.Kill(launcher_.started[1].pid, SIGSEGV);
+  EXPECT_TRUE(sup_->Tick(t_));
+  std::vector<v1::RankProgress> rep = sup_->Report(t_);
+  ASSERT_EQ(rep.size(), 2u);
+  EXPECT_EQ(rep[0].state(), v1::RANK_PROCESS_STATE_EXITED);
+  EXPECT_EQ(rep[0].exit_code(), 3);
+  EXPECT_EQ(rep[0].failure_kind(), v1::FAILURE_KIND_DETERMINISTIC_STARTUP);
+  EXPECT_THAT(rep[0].last_error_line(), HasSubstr("not found"));
+  EXPECT_EQ(rep[1].state(), v1::RANK_PROCESS_STATE_SIGNALED);
+  EXPECT_EQ(rep[1].signal(), SIGSEGV);
+  EXPECT_EQ(rep[1].failure_kind(), v1::FAILURE_KIND_UNSPECIFIED);
+}
+
+TEST_F(RankSupervisorTest, ANewGenerationWaitsForTheOldRanksToEnd) {
+  ASSERT_TRUE(sup_->Start(1, Cmd(0), t_).ok());
+  absl::StatusOr<bool> r = sup_->Start(2, Cmd(1), t_);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);  // deferred: the old ranks are being stopped
+  EXPECT_EQ(launcher_.signals.size(), 2u);
+  EXPECT_EQ(launcher_.started.size(), 2u);
+  sup_->Tick(t_);
+  EXPECT_TRUE(sup_->TakeDeferredOutcomes().empty());
+  launcher_.Exit(launcher_.started[0].pid, 143);
+  launcher_.Exit(launcher_.started[1].pid, 143);
+  EXPECT_TRUE(sup_->Tick(t_ + absl::Seconds(1)));
+  auto outcomes = sup_->TakeDeferredOutcomes();
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].first, 2u);
+  EXPECT_TRUE(outcomes[0].second.ok());
+  EXPECT_EQ(launcher_.started.size(), 4u);
+  std::vector<v1::RankProgress> rep = sup_->Report(t_ + absl::Seconds(1));
+  ASSERT_EQ(rep.size(), 2u);  // the old generation is gone
+  EXPECT_EQ(rep[0].generation(), 1);
+}
+
+TEST_F(RankSupervisorTest, RestartStopsThenStartsTheSameRank) {
+  launcher_.end_on_signal = true;
+  launcher_.term_exit_code = 143;
+  ASSERT_TRUE(sup_->Start(1, Cmd(0), t_).ok());
+  v1::RestartRank rr;
+  rr.set_job_id("job-1");
+  rr.set_generation(0);
+  rr.set_global_rank(3);
+  ASSERT_TRUE(sup_->Restart(rr, t_).ok());
+  sup_->Tick(t_);
+  ASSERT_EQ(launcher_.started.size(), 3u);
+  EXPECT_EQ(launcher_.started[2].spec.env.at("RANK"), "3");
+  EXPECT_TRUE(launcher_.Running(launcher_.started[2].pid));
+  rr.set_global_rank(0);
+  EXPECT_EQ(sup_->Restart(rr, t_).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(RankSupervisorTest, LaunchFailureIsReported) {
+  launcher_.fail_next_start = absl::FailedPreconditionError("cannot start x: No such file");
+  ASSERT_TRUE(sup_->Start(1, Cmd(0, 1), t_).ok());
+  std::vector<v1::RankProgress> rep = sup_->Report(t_);
+  ASSERT_EQ(rep.size(), 1u);
+  EXPECT_EQ(rep[0].state(), v1::RANK_PROCESS_STATE_FAILED_TO_START);
+  EXPECT_THAT(rep[0].last_error_line(), HasSubstr("No such file"));
+}
+
+}  // namespace
+}  // namespace ringmaster::agent

@@ -1,0 +1,148 @@
+#include "cli/commands.h"
+
+#include <filesystem>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/job_format.h"
+#include "common/file_util.h"
+
+namespace ringmaster::cli {
+namespace {
+
+void Print(std::FILE* f, const std::string& s) { std::fwrite(s.data(), 1, s.size(), f); }
+
+int Error(CliIo& io, const absl::Status& s) {
+  Print(io.err, absl::StrCat("ringmaster: ", s.message(), "\n"));
+  return 1;
+}
+
+std::string RandomRequestId() {
+  std::random_device rd;
+  return absl::StrFormat("%08x%08x", rd(), rd());
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SubmitJobFile(CoordinatorClient& client, const std::string& path,
+                                          const std::string& yaml_override, CliIo& io) {
+  absl::StatusOr<std::string> text = ReadFile(path, size_t{1} << 20);
+  if (!text.ok()) return text.status();
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat(path, ": ", ec.message()));
+  v1::SubmitJobRequest req;
+  req.mutable_client_version()->set_major(1);
+  req.mutable_client_version()->set_minor(0);
+  req.mutable_client_version()->set_build("ringmaster-cli");
+  req.set_job_yaml(yaml_override.empty() ? *text : yaml_override);
+  req.set_base_dir(abs.parent_path().string());
+  req.set_source(abs.filename().string());
+  req.set_request_id(RandomRequestId());
+  absl::StatusOr<v1::SubmitJobResponse> resp = client.SubmitJob(req);
+  if (!resp.ok()) return resp.status();
+  (void)io;
+  return resp->job_id();
+}
+
+int FollowJob(CoordinatorClient& client, const std::string& job_id, CliIo& io) {
+  v1::JobStatus last;
+  std::string last_line;
+  bool drawn = false;
+  auto show = [&](const v1::JobStatus& st) {
+    last = st;
+    const std::string line = FormatProgressLine(st);
+    if (line == last_line) return;
+    last_line = line;
+    if (io.tty) {
+      Print(io.out, absl::StrCat("\r\033[K", line));  // redraw in place
+      drawn = true;
+    } else {
+      Print(io.out, line + "\n");
+    }
+    std::fflush(io.out);
+  };
+  // The watch may break when the coordinator restarts: resume it a few times.
+  absl::Status s;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    s = client.WatchJob(job_id, show, io.interrupted);
+    if (s.ok() || s.code() != absl::StatusCode::kUnavailable || io.interrupted()) break;
+  }
+  if (drawn) Print(io.out, "\n");
+  if (!s.ok()) {
+    if (io.interrupted()) return 130;
+    return Error(io, s);
+  }
+  if (last.phase() != v1::JOB_PHASE_SUCCEEDED && !last.error().empty()) {
+    Print(io.err,
+          absl::StrCat("job ", job_id, " ", PhaseName(last.phase()), ": ", last.error(), "\n"));
+  }
+  return last.phase() == v1::JOB_PHASE_SUCCEEDED ? 0 : 1;
+}
+
+int CmdSubmit(CoordinatorClient& client, const std::string& path, bool follow, CliIo& io) {
+  absl::StatusOr<std::string> id = SubmitJobFile(client, path, "", io);
+  if (!id.ok()) return Error(io, id.status());
+  Print(io.out, *id + "\n");
+  std::fflush(io.out);
+  return follow ? FollowJob(client, *id, io) : 0;
+}
+
+int CmdStatus(CoordinatorClient& client, const std::string& job_id, CliIo& io) {
+  absl::StatusOr<v1::JobStatus> st = client.GetJob(job_id);
+  if (!st.ok()) return Error(io, st.status());
+  Print(io.out, FormatJobDetails(*st));
+  return 0;
+}
+
+int CmdList(CoordinatorClient& client, CliIo& io) {
+  v1::ListJobsResponse all;
+  v1::ListJobsRequest req;
+  for (int page = 0; page < 1000; ++page) {
+    absl::StatusOr<v1::ListJobsResponse> r = client.ListJobs(req);
+    if (!r.ok()) return Error(io, r.status());
+    for (v1::JobStatus& j : *r->mutable_jobs()) *all.add_jobs() = std::move(j);
+    if (r->next_page_token().empty()) break;
+    req.set_page_token(r->next_page_token());
+  }
+  Print(io.out, FormatJobsTable(all));
+  return 0;
+}
+
+int CmdCancel(CoordinatorClient& client, const std::string& job_id, CliIo& io) {
+  absl::StatusOr<v1::JobStatus> st = client.CancelJob(job_id, "cancelled from the CLI");
+  if (!st.ok()) return Error(io, st.status());
+  Print(io.out, absl::StrCat(job_id, ": ", PhaseName(st->phase()), "\n"));
+  return 0;
+}
+
+int CmdNodes(CoordinatorClient& client, CliIo& io) {
+  absl::StatusOr<v1::ListNodesResponse> r = client.ListNodes();
+  if (!r.ok()) return Error(io, r.status());
+  Print(io.out, FormatNodesTable(*r));
+  return 0;
+}
+
+int CmdLogs(CoordinatorClient& client, const std::string& job_id, int rank, CliIo& io) {
+  absl::StatusOr<v1::JobStatus> st = client.GetJob(job_id);
+  if (!st.ok()) return Error(io, st.status());
+  absl::StatusOr<v1::ListNodesResponse> nodes = client.ListNodes();
+  if (!nodes.ok()) return Error(io, nodes.status());
+  std::string on;
+  for (const v1::NodeInfo& n : nodes->nodes()) {
+    if (n.job_id() == job_id) {
+      absl::StrAppend(&on, on.empty() ? "" : ", ", n.inventory().node_name(), " (",
+                      n.inventory().hostname(), ")");
+    }
+  }
+  Print(io.out,
+        absl::StrCat("Logs are local to the nodes (the API has no log transfer yet). Rank ", rank,
+                     " of generation ", st->generation(), " writes\n  <agent --work-dir>/jobs/",
+                     job_id, "/gen-", st->generation(), "/rank-", rank,
+                     ".log\non the node that runs it (rotated: .log.1, .log.2, ...).\n",
+                     "Nodes running this job: ", on.empty() ? "none now" : on, "\n"));
+  return 0;
+}
+
+}  // namespace ringmaster::cli

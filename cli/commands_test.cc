@@ -1,0 +1,132 @@
+#include "cli/commands.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "common/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeClient final : public CoordinatorClient {
+ public:
+  absl::StatusOr<v1::SubmitJobResponse> SubmitJob(const v1::SubmitJobRequest& r) override {
+    submitted.push_back(r);
+    v1::SubmitJobResponse resp;
+    resp.set_job_id("job-1");
+    return resp;
+  }
+  absl::StatusOr<v1::JobStatus> GetJob(const std::string& id) override {
+    if (id != "job-1") return absl::NotFoundError("no job " + id);
+    return updates.back();
+  }
+  absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest&) override {
+    return v1::ListJobsResponse();
+  }
+  absl::StatusOr<v1::JobStatus> CancelJob(const std::string&, const std::string&) override {
+    v1::JobStatus s;
+    s.set_phase(v1::JOB_PHASE_CANCELLED);
+    return s;
+  }
+  absl::StatusOr<v1::ListNodesResponse> ListNodes() override { return v1::ListNodesResponse(); }
+  absl::Status WatchJob(const std::string&, const std::function<void(const v1::JobStatus&)>& f,
+                        const std::function<bool()>&) override {
+    ++watches;
+    if (watches <= unavailable_first) return absl::UnavailableError("coordinator restarting");
+    for (const v1::JobStatus& s : updates) f(s);
+    return absl::OkStatus();
+  }
+
+  std::vector<v1::SubmitJobRequest> submitted;
+  std::vector<v1::JobStatus> updates;
+  int watches = 0;
+  int unavailable_first = 0;
+};
+
+v1::JobStatus Phase(v1::JobPhase p, int64_t step) {
+  v1::JobStatus s;
+  s.set_phase(p);
+  s.set_step(step);
+  s.set_total_steps(10);
+  return s;
+}
+
+// Captures what a command prints.
+struct Captured {
+  Captured() : out(std::tmpfile()), err(std::tmpfile()) {
+    io.out = out;
+    io.err = err;
+  }
+  ~Captured() {
+    std::fclose(out);
+    std::fclose(err);
+  }
+  static std::string Text(std::FILE* f) {
+    std::fflush(f);
+    std::rewind(f);
+    std::string s;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+    return s;
+  }
+  std::FILE* out;
+  std::FILE* err;
+  CliIo io;
+};
+
+TEST(Commands, FollowPrintsPlainLinesAndSucceeds) {
+  FakeClient c;
+  c.updates = {Phase(v1::JOB_PHASE_PENDING, 0), Phase(v1::JOB_PHASE_RUNNING, 3),
+               Phase(v1::JOB_PHASE_RUNNING, 3), Phase(v1::JOB_PHASE_SUCCEEDED, 10)};
+  c.unavailable_first = 1;  // the watch is resumed
+  Captured cap;
+  EXPECT_EQ(FollowJob(c, "job-1", cap.io), 0);
+  const std::string out = Captured::Text(cap.out);
+  EXPECT_THAT(out, HasSubstr("Pending"));
+  EXPECT_THAT(out, HasSubstr("Running  step 3/10"));
+  EXPECT_THAT(out, HasSubstr("Succeeded  step 10/10"));
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3);  // the repeated status is not printed
+  EXPECT_EQ(out.find('\r'), std::string::npos);
+}
+
+TEST(Commands, FollowRedrawsOnATerminalAndFailsOnFailure) {
+  FakeClient c;
+  v1::JobStatus failed = Phase(v1::JOB_PHASE_FAILED, 3);
+  failed.set_error("rank 2 exited with 1");
+  c.updates = {Phase(v1::JOB_PHASE_RUNNING, 3), failed};
+  Captured cap;
+  cap.io.tty = true;
+  EXPECT_EQ(FollowJob(c, "job-1", cap.io), 1);
+  const std::string out = Captured::Text(cap.out);
+  EXPECT_THAT(out, HasSubstr("\r\033[KRunning"));
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1);
+  EXPECT_THAT(Captured::Text(cap.err), HasSubstr("rank 2 exited with 1"));
+}
+
+TEST(Commands, SubmitSendsTheFileWithItsDirectory) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("commands_test_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  ASSERT_TRUE(WriteFileAtomic((dir / "job.yaml").string(), "name: x\n").ok());
+  FakeClient c;
+  Captured cap;
+  EXPECT_EQ(CmdSubmit(c, (dir / "job.yaml").string(), false, cap.io), 0);
+  ASSERT_EQ(c.submitted.size(), 1u);
+  EXPECT_EQ(c.submitted[0].job_yaml(), "name: x\n");
+  EXPECT_EQ(c.submitted[0].base_dir(), dir.string());
+  EXPECT_EQ(c.submitted[0].source(), "job.yaml");
+  EXPECT_FALSE(c.submitted[0].request_id().empty());
+  EXPECT_EQ(Captured::Text(cap.out), "job-1\n");
+  Captured cap2;
+  EXPECT_EQ(CmdStatus(c, "nope", cap2.io), 1);
+  EXPECT_THAT(Captured::Text(cap2.err), HasSubstr("no job nope"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ringmaster::cli

@@ -1,0 +1,148 @@
+#include "cli/grpc_coordinator_client.h"
+
+#include <atomic>
+#include <thread>
+
+#include "grpcpp/grpcpp.h"
+#include "ringmaster/v1/coordinator.grpc.pb.h"
+
+namespace ringmaster::cli {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+bool Terminal(v1::JobPhase p) {
+  return p == v1::JOB_PHASE_SUCCEEDED || p == v1::JOB_PHASE_FAILED || p == v1::JOB_PHASE_CANCELLED;
+}
+
+}  // namespace
+
+struct GrpcCoordinatorClient::Impl {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Coordinator::Stub> stub;
+  absl::Duration timeout;
+
+  void Deadline(grpc::ClientContext* ctx) const {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+  }
+};
+
+GrpcCoordinatorClient::GrpcCoordinatorClient(const std::string& target, absl::Duration rpc_timeout)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  impl_->stub = v1::Coordinator::NewStub(impl_->channel);
+  impl_->timeout = rpc_timeout;
+}
+
+GrpcCoordinatorClient::~GrpcCoordinatorClient() = default;
+
+bool GrpcCoordinatorClient::WaitForConnected(absl::Duration timeout) {
+  return impl_->channel->WaitForConnected(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+}
+
+absl::StatusOr<v1::SubmitJobResponse> GrpcCoordinatorClient::SubmitJob(
+    const v1::SubmitJobRequest& req) {
+  grpc::ClientContext ctx;
+  impl_->Deadline(&ctx);
+  v1::SubmitJobResponse resp;
+  if (grpc::Status s = impl_->stub->SubmitJob(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
+  return resp;
+}
+
+absl::StatusOr<v1::JobStatus> GrpcCoordinatorClient::GetJob(const std::string& job_id) {
+  grpc::ClientContext ctx;
+  impl_->Deadline(&ctx);
+  v1::GetJobRequest req;
+  req.set_job_id(job_id);
+  v1::JobStatus resp;
+  if (grpc::Status s = impl_->stub->GetJob(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
+  return resp;
+}
+
+absl::StatusOr<v1::ListJobsResponse> GrpcCoordinatorClient::ListJobs(
+    const v1::ListJobsRequest& req) {
+  grpc::ClientContext ctx;
+  impl_->Deadline(&ctx);
+  v1::ListJobsResponse resp;
+  if (grpc::Status s = impl_->stub->ListJobs(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
+  return resp;
+}
+
+absl::StatusOr<v1::JobStatus> GrpcCoordinatorClient::CancelJob(const std::string& job_id,
+                                                               const std::string& reason) {
+  grpc::ClientContext ctx;
+  impl_->Deadline(&ctx);
+  v1::CancelJobRequest req;
+  req.set_job_id(job_id);
+  req.set_reason(reason);
+  v1::JobStatus resp;
+  if (grpc::Status s = impl_->stub->CancelJob(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
+  return resp;
+}
+
+absl::StatusOr<v1::ListNodesResponse> GrpcCoordinatorClient::ListNodes() {
+  grpc::ClientContext ctx;
+  impl_->Deadline(&ctx);
+  v1::ListNodesResponse resp;
+  if (grpc::Status s = impl_->stub->ListNodes(&ctx, v1::ListNodesRequest(), &resp); !s.ok()) {
+    return FromGrpc(s);
+  }
+  return resp;
+}
+
+absl::Status GrpcCoordinatorClient::WatchJob(
+    const std::string& job_id, const std::function<void(const v1::JobStatus&)>& on_status,
+    const std::function<bool()>& cancelled) {
+  {
+    grpc::ClientContext ctx;
+    v1::WatchJobRequest req;
+    req.set_job_id(job_id);
+    req.set_min_interval_ms(500);
+    auto reader = impl_->stub->WatchJob(&ctx, req);
+    // A blocking Read cannot look at `cancelled`: a helper cancels the call when it turns true.
+    std::atomic<bool> done{false};
+    std::thread canceller([&] {
+      while (!done.load()) {
+        if (cancelled()) {
+          ctx.TryCancel();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+    v1::JobStatus st;
+    bool terminal = false, any = false;
+    while (reader->Read(&st)) {
+      any = true;
+      on_status(st);
+      if (Terminal(st.phase())) terminal = true;
+    }
+    grpc::Status s = reader->Finish();
+    done.store(true);
+    canceller.join();
+    if (cancelled()) return absl::CancelledError("interrupted");
+    if (terminal) return absl::OkStatus();
+    if (s.error_code() != grpc::StatusCode::UNIMPLEMENTED || any) {
+      return s.ok() ? absl::UnavailableError("WatchJob ended before the job did") : FromGrpc(s);
+    }
+  }
+  // The server has no WatchJob: poll.
+  while (!cancelled()) {
+    absl::StatusOr<v1::JobStatus> st = GetJob(job_id);
+    if (!st.ok()) return st.status();
+    on_status(*st);
+    if (Terminal(st->phase())) return absl::OkStatus();
+    for (int i = 0; i < 10 && !cancelled(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  return absl::CancelledError("interrupted");
+}
+
+}  // namespace ringmaster::cli

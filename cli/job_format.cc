@@ -1,0 +1,178 @@
+#include "cli/job_format.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/progress.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace ringmaster::cli {
+namespace {
+
+std::string NodeStateName(v1::NodeState s) {
+  switch (s) {
+    case v1::NODE_STATE_READY:
+      return "Ready";
+    case v1::NODE_STATE_BUSY:
+      return "Busy";
+    case v1::NODE_STATE_LOST:
+      return "Lost";
+    default:
+      return "Unknown";
+  }
+}
+
+std::string FailureName(v1::FailureKind k) {
+  switch (k) {
+    case v1::FAILURE_KIND_RANK_EXITED:
+      return "rank exited";
+    case v1::FAILURE_KIND_NODE_LOST:
+      return "node lost";
+    case v1::FAILURE_KIND_HUNG:
+      return "hung";
+    case v1::FAILURE_KIND_DETERMINISTIC_STARTUP:
+      return "start-up error";
+    case v1::FAILURE_KIND_RENDEZVOUS_TIMEOUT:
+      return "rendezvous timeout";
+    case v1::FAILURE_KIND_PLANNING:
+      return "planning";
+    default:
+      return "";
+  }
+}
+
+std::string Timestamp(const google::protobuf::Timestamp& t) {
+  if (t.seconds() == 0 && t.nanos() == 0) return "-";
+  return google::protobuf::util::TimeUtil::ToString(t).substr(0, 19) + "Z";
+}
+
+std::string Memory(uint64_t bytes) {
+  return absl::StrFormat("%.0fGiB", static_cast<double>(bytes) / (1u << 30));
+}
+
+}  // namespace
+
+std::string PhaseName(v1::JobPhase phase) {
+  switch (phase) {
+    case v1::JOB_PHASE_PENDING:
+      return "Pending";
+    case v1::JOB_PHASE_RENDEZVOUS:
+      return "Rendezvous";
+    case v1::JOB_PHASE_RUNNING:
+      return "Running";
+    case v1::JOB_PHASE_RESTARTING:
+      return "Restarting";
+    case v1::JOB_PHASE_SUCCEEDED:
+      return "Succeeded";
+    case v1::JOB_PHASE_FAILED:
+      return "Failed";
+    case v1::JOB_PHASE_CANCELLED:
+      return "Cancelled";
+    default:
+      return "Unknown";
+  }
+}
+
+bool IsTerminal(v1::JobPhase phase) {
+  return phase == v1::JOB_PHASE_SUCCEEDED || phase == v1::JOB_PHASE_FAILED ||
+         phase == v1::JOB_PHASE_CANCELLED;
+}
+
+std::string FormatProgressLine(const v1::JobStatus& s) {
+  std::string line = PhaseName(s.phase());
+  if (s.phase() == v1::JOB_PHASE_RENDEZVOUS && s.has_rendezvous()) {
+    absl::StrAppend(&line, "  nodes ", s.rendezvous().joined_node_ids_size(), "/",
+                    s.rendezvous().min_nodes());
+    if (s.rendezvous().max_nodes() != s.rendezvous().min_nodes()) {
+      absl::StrAppend(&line, "..", s.rendezvous().max_nodes());
+    }
+  }
+  if (s.step() > 0 || s.total_steps() > 0) {
+    absl::StrAppend(&line, "  step ", s.step());
+    if (s.total_steps() > 0) absl::StrAppend(&line, "/", s.total_steps());
+  }
+  if (s.step() > 0) absl::StrAppend(&line, absl::StrFormat("  loss %.4f", s.loss()));
+  if (s.samples_per_second() > 0) {
+    absl::StrAppend(&line, absl::StrFormat("  %.1f samples/s", s.samples_per_second()));
+  }
+  if (s.has_eta() && !IsTerminal(s.phase())) {
+    absl::StrAppend(
+        &line, "  ETA ",
+        FormatDuration(static_cast<double>(s.eta().seconds()) + s.eta().nanos() * 1e-9));
+  }
+  if (s.world_size() > 0) absl::StrAppend(&line, "  world ", s.world_size());
+  absl::StrAppend(&line, "  restarts ", s.restarts(), "/", s.max_restarts());
+  if ((s.phase() == v1::JOB_PHASE_FAILED || s.phase() == v1::JOB_PHASE_RESTARTING ||
+       s.phase() == v1::JOB_PHASE_CANCELLED) &&
+      !s.error().empty()) {
+    absl::StrAppend(&line, "  error: ", s.error());
+  }
+  return line;
+}
+
+std::string FormatJobDetails(const v1::JobStatus& s) {
+  std::string out;
+  absl::StrAppend(&out, "job:        ", s.job_id(), " (", s.name(), ")\n");
+  absl::StrAppend(&out, "phase:      ", PhaseName(s.phase()), "\n");
+  absl::StrAppend(&out, "generation: ", s.generation(), "\n");
+  absl::StrAppend(&out, "progress:   step ", s.step(), "/", s.total_steps(),
+                  absl::StrFormat(", loss %.4f, %.1f samples/s", s.loss(), s.samples_per_second()),
+                  "\n");
+  absl::StrAppend(&out, "world:      ", s.world_size(), " rank(s) on ", s.num_nodes(),
+                  " node(s)\n");
+  absl::StrAppend(&out, "restarts:   ", s.restarts(), "/", s.max_restarts(), "\n");
+  absl::StrAppend(
+      &out, "checkpoint: ",
+      s.committed_step() > 0 ? absl::StrCat("step ", s.committed_step()) : std::string("none"),
+      "\n");
+  if (s.has_rendezvous() && s.phase() == v1::JOB_PHASE_RENDEZVOUS) {
+    absl::StrAppend(&out, "rendezvous: ", s.rendezvous().joined_node_ids_size(), " joined (",
+                    absl::StrJoin(s.rendezvous().joined_node_ids(), ", "), "), ",
+                    s.rendezvous().missing_for_min(), " missing for the minimum\n");
+  }
+  if (!s.error().empty()) {
+    std::string kind = FailureName(s.last_failure());
+    absl::StrAppend(&out, "error:      ", kind.empty() ? "" : absl::StrCat("(", kind, ") "),
+                    s.error(), "\n");
+  }
+  for (const std::string& w : s.warnings()) absl::StrAppend(&out, "warning:    ", w, "\n");
+  absl::StrAppend(&out, "created:    ", Timestamp(s.created_at()), "\n");
+  absl::StrAppend(&out, "updated:    ", Timestamp(s.updated_at()), "\n");
+  return out;
+}
+
+std::string FormatJobsTable(const v1::ListJobsResponse& jobs) {
+  std::string out = absl::StrFormat("%-24s %-20s %-11s %-13s %-6s %s\n", "JOB", "NAME", "PHASE",
+                                    "STEP", "WORLD", "CREATED");
+  for (const v1::JobStatus& j : jobs.jobs()) {
+    absl::StrAppend(
+        &out, absl::StrFormat("%-24s %-20s %-11s %-13s %-6d %s\n", j.job_id(), j.name(),
+                              PhaseName(j.phase()), absl::StrCat(j.step(), "/", j.total_steps()),
+                              j.world_size(), Timestamp(j.created_at())));
+  }
+  return out;
+}
+
+std::string FormatNodesTable(const v1::ListNodesResponse& nodes) {
+  std::string out = absl::StrFormat("%-20s %-14s %-8s %-16s %-6s %-5s %s\n", "NODE", "ID", "STATE",
+                                    "ADDRESS", "RACK", "CPUS", "GPUS / JOB");
+  for (const v1::NodeInfo& n : nodes.nodes()) {
+    const v1::NodeInventory& inv = n.inventory();
+    std::string gpus;
+    for (const v1::GpuInfo& g : inv.gpus()) {
+      absl::StrAppend(&gpus, gpus.empty() ? "" : ", ", g.name(), " sm_",
+                      g.compute_capability_major(), g.compute_capability_minor(), " ",
+                      Memory(g.memory_bytes()));
+    }
+    if (gpus.empty()) gpus = "-";
+    if (!n.job_id().empty()) absl::StrAppend(&gpus, " / ", n.job_id());
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("%-20s %-14s %-8s %-16s %-6s %-5d %s\n", inv.node_name(), n.node_id(),
+                        NodeStateName(n.state()), inv.addresses().empty() ? "-" : inv.addresses(0),
+                        inv.rack().empty() ? "-" : inv.rack(), inv.cpu_cores(), gpus));
+  }
+  return out;
+}
+
+}  // namespace ringmaster::cli

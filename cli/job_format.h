@@ -1,0 +1,30 @@
+// How the CLI shows jobs and nodes: one-line progress for `--follow`, detail for `status`,
+// tables for `list` and `nodes`. Pure functions of the protos, so they are tested directly.
+#pragma once
+
+#include <string>
+
+#include "ringmaster/v1/coordinator.pb.h"
+
+namespace ringmaster::cli {
+
+// "Running", "Succeeded", ...; "Unknown" for values this build does not know.
+std::string PhaseName(v1::JobPhase phase);
+bool IsTerminal(v1::JobPhase phase);
+
+// One line, no newline:
+//   Running  step 120/1000  loss 0.4312  38.2 samples/s  ETA 1m23s  world 4  restarts 0/3
+// Fields without data are left out (no step before the first report, no ETA while unknown);
+// in Rendezvous the missing node count; on Failed the error.
+std::string FormatProgressLine(const v1::JobStatus& status);
+
+// Several lines for `ringmaster status JOB`.
+std::string FormatJobDetails(const v1::JobStatus& status);
+
+// A table with a header for `ringmaster list`.
+std::string FormatJobsTable(const v1::ListJobsResponse& jobs);
+
+// A table with a header for `ringmaster nodes`.
+std::string FormatNodesTable(const v1::ListNodesResponse& nodes);
+
+}  // namespace ringmaster::cli

@@ -1,0 +1,235 @@
+#include "cli/local_cluster.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "agent/process_launcher.h"
+#include "cli/grpc_coordinator_client.h"
+#include "cli/job_format.h"
+#include "common/file_util.h"
+#include "trainer/job/job_spec.h"
+#include "yaml-cpp/yaml.h"
+
+extern char** environ;
+
+namespace ringmaster::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Say(CliIo& io, const std::string& s) {
+  const std::string line = absl::StrCat("ringmaster local: ", s, "\n");
+  std::fwrite(line.data(), 1, line.size(), io.err);
+}
+
+std::map<std::string, std::string> OwnEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+// Waits for a child to end, up to `timeout`; false if it still runs.
+bool WaitExit(agent::Launcher& launcher, int pid, absl::Duration timeout) {
+  const absl::Time until = absl::Now() + timeout;
+  while (!launcher.Poll(pid)) {
+    if (absl::Now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+void Stop(agent::Launcher& launcher, int pid, absl::Duration grace) {
+  if (launcher.Poll(pid)) return;
+  (void)launcher.Signal(pid, SIGTERM);
+  if (!WaitExit(launcher, pid, grace)) {
+    (void)launcher.Signal(pid, SIGKILL);
+    WaitExit(launcher, pid, absl::Seconds(10));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> OverrideDistributed(std::string_view yaml, int nodes,
+                                                int procs_per_node) {
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml));
+    if (!root.IsMap()) return absl::InvalidArgumentError("the job file is not a YAML mapping");
+    YAML::Node dist = root["distributed"];
+    if (dist && !dist.IsMap()) return absl::InvalidArgumentError("distributed: is not a mapping");
+    root["distributed"]["nodes"] = std::to_string(nodes);
+    root["distributed"]["procs_per_node"] = procs_per_node;
+    YAML::Emitter out;
+    out << root;
+    return std::string(out.c_str()) + "\n";
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("job file: ", e.what()));
+  }
+}
+
+absl::StatusOr<int> FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    return absl::InternalError("cannot bind a loopback port");
+  }
+  ::close(fd);
+  return static_cast<int>(ntohs(a.sin_port));
+}
+
+int RunLocal(const LocalOptions& o, CliIo& io) {
+  for (const auto& [what, path] : {std::pair{"trainer", o.trainer},
+                                   {"coordinator", o.coordinator_bin},
+                                   {"agent", o.agent_bin}}) {
+    if (path.empty() || ::access(path.c_str(), X_OK) != 0) {
+      Say(io, absl::StrCat("no ", what, " binary at '", path, "'"));
+      return 2;
+    }
+  }
+  absl::StatusOr<std::string> text = ReadFile(o.job_path, size_t{1} << 20);
+  if (!text.ok()) {
+    Say(io, std::string(text.status().message()));
+    return 2;
+  }
+  // Spec errors name the user's file and line: check the file as written first.
+  const fs::path job_abs = fs::absolute(o.job_path);
+  if (absl::StatusOr<trainer::JobSpec> spec =
+          trainer::ParseJobSpec(*text, job_abs.filename().string(), job_abs.parent_path().string());
+      !spec.ok()) {
+    Say(io, std::string(spec.status().message()));
+    return 2;
+  }
+  absl::StatusOr<std::string> yaml = OverrideDistributed(*text, o.nodes, o.procs_per_node);
+  if (!yaml.ok()) {
+    Say(io, std::string(yaml.status().message()));
+    return 2;
+  }
+  absl::StatusOr<int> port = FreeLoopbackPort();
+  if (!port.ok()) {
+    Say(io, std::string(port.status().message()));
+    return 1;
+  }
+  std::string tmpl = (fs::temp_directory_path() / "ringmaster-local-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    Say(io, "cannot create a temporary directory");
+    return 1;
+  }
+  const fs::path dir = tmpl;
+  const std::string target = absl::StrCat("127.0.0.1:", *port);
+
+  agent::ProcessLauncher launcher;
+  std::map<std::string, std::string> env = OwnEnvironment();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  env["OMP_NUM_THREADS"] =
+      std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nodes * o.procs_per_node)));
+
+  int exit_code = 1;
+  std::vector<int> agents;
+  int coordinator = -1;
+  GrpcCoordinatorClient client(target);
+  std::string job_id;
+  auto shutdown = [&] {
+    if (!job_id.empty()) {
+      absl::StatusOr<v1::JobStatus> st = client.GetJob(job_id);
+      if (st.ok() && !IsTerminal(st->phase())) (void)client.CancelJob(job_id, "ringmaster local");
+    }
+    for (int pid : agents) (void)launcher.Signal(pid, SIGTERM);
+    for (int pid : agents) Stop(launcher, pid, absl::Seconds(40));
+    if (coordinator > 0) Stop(launcher, coordinator, absl::Seconds(10));
+  };
+
+  agent::LaunchSpec cs;
+  // Rank 0's rendezvous port: a free one, so that two local clusters do not collide.
+  absl::StatusOr<int> master_port = FreeLoopbackPort();
+  if (!master_port.ok()) {
+    Say(io, std::string(master_port.status().message()));
+    return 1;
+  }
+  cs.argv = {o.coordinator_bin,
+             "--listen",
+             target,
+             "--db",
+             (dir / "coordinator.db").string(),
+             "--master-port",
+             std::to_string(*master_port),
+             "--last-call",
+             "1s"};
+  cs.env = env;
+  cs.log_path = (dir / "coordinator.log").string();
+  absl::StatusOr<int> cpid = launcher.Start(cs);
+  if (!cpid.ok()) {
+    Say(io, std::string(cpid.status().message()));
+    return 1;
+  }
+  coordinator = *cpid;
+  Say(io, absl::StrCat("coordinator on ", target, " (logs and work dirs in ", dir.string(), ")"));
+  if (!client.WaitForConnected(absl::Seconds(30)) || launcher.Poll(coordinator)) {
+    Say(io, absl::StrCat("the coordinator did not come up; see ", cs.log_path));
+    shutdown();
+    return 1;
+  }
+  for (int i = 0; i < o.nodes; ++i) {
+    agent::LaunchSpec as;
+    const std::string name = absl::StrCat("local-", i);
+    as.argv = {o.agent_bin,  "--coordinator",        target,   "--trainer", o.trainer,
+               "--work-dir", (dir / name).string(),  "--name", name,        "--address",
+               "127.0.0.1",  "--inventory-override", "none"};
+    as.env = env;
+    as.log_path = (dir / (name + ".log")).string();
+    absl::StatusOr<int> apid = launcher.Start(as);
+    if (!apid.ok()) {
+      Say(io, std::string(apid.status().message()));
+      shutdown();
+      return 1;
+    }
+    agents.push_back(*apid);
+  }
+  // All agents registered before the job arrives, so the rendezvous sees them at once.
+  const absl::Time until = absl::Now() + absl::Seconds(30);
+  while (true) {
+    absl::StatusOr<v1::ListNodesResponse> n = client.ListNodes();
+    if (n.ok() && n->nodes_size() >= o.nodes) break;
+    if (absl::Now() >= until || io.interrupted()) {
+      Say(io, absl::StrCat("agents did not register within 30 s; see ", dir.string()));
+      shutdown();
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  absl::StatusOr<std::string> id = SubmitJobFile(client, o.job_path, *yaml, io);
+  if (!id.ok()) {
+    Say(io, absl::StrCat("submit: ", id.status().message()));
+    shutdown();
+    return 1;
+  }
+  job_id = *id;
+  Say(io, absl::StrCat("job ", job_id, " on ", o.nodes, " node(s) x ", o.procs_per_node,
+                       " process(es)"));
+  exit_code = FollowJob(client, job_id, io);
+  shutdown();
+  if (exit_code == 0 && !o.keep_dir) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  } else {
+    Say(io, absl::StrCat("logs kept in ", dir.string()));
+  }
+  return exit_code;
+}
+
+}  // namespace ringmaster::cli

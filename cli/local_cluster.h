@@ -1,0 +1,39 @@
+// `ringmaster local`: a whole cluster on this machine for one job. Starts a coordinator on
+// 127.0.0.1 (a free port, a temporary database) and N agents (own work directories, address
+// 127.0.0.1, no GPUs reported), submits the job with its `distributed.nodes` and
+// `distributed.procs_per_node` set to N and M, follows it to the end and shuts everything down,
+// also on Ctrl-C (the job is cancelled first). Exit code: 0 when the job Succeeded.
+//
+// Processes and their logs live in a temporary directory (kept, and named, when the job did not
+// succeed or with keep_dir).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "cli/commands.h"
+
+namespace ringmaster::cli {
+
+struct LocalOptions {
+  std::string job_path;
+  int nodes = 1;
+  int procs_per_node = 1;
+  std::string trainer;          // ringmaster-trainer
+  std::string coordinator_bin;  // ringmaster-coordinator
+  std::string agent_bin;        // ringmaster-agent
+  bool keep_dir = false;
+};
+
+// The job's YAML with distributed.nodes = `nodes` and distributed.procs_per_node =
+// `procs_per_node` (other keys unchanged; comments are not kept).
+absl::StatusOr<std::string> OverrideDistributed(std::string_view yaml, int nodes,
+                                                int procs_per_node);
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+absl::StatusOr<int> FreeLoopbackPort();
+
+int RunLocal(const LocalOptions& options, CliIo& io);
+
+}  // namespace ringmaster::cli

@@ -1,0 +1,35 @@
+#include "cli/local_cluster.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "yaml-cpp/yaml.h"
+
+namespace ringmaster::cli {
+namespace {
+
+TEST(LocalCluster, OverridesNodesAndProcsPerNodeOnly) {
+  absl::StatusOr<std::string> y = OverrideDistributed(
+      "name: j\ntrain: {max_steps: 3}\ndistributed: {nodes: 4, sharding: full_shard}\n", 2, 3);
+  ASSERT_TRUE(y.ok()) << y.status();
+  YAML::Node n = YAML::Load(*y);
+  EXPECT_EQ(n["name"].as<std::string>(), "j");
+  EXPECT_EQ(n["train"]["max_steps"].as<int>(), 3);
+  EXPECT_EQ(n["distributed"]["nodes"].as<int>(), 2);
+  EXPECT_EQ(n["distributed"]["procs_per_node"].as<int>(), 3);
+  EXPECT_EQ(n["distributed"]["sharding"].as<std::string>(), "full_shard");
+  absl::StatusOr<std::string> added = OverrideDistributed("name: j\n", 1, 1);
+  ASSERT_TRUE(added.ok());
+  EXPECT_EQ(YAML::Load(*added)["distributed"]["nodes"].as<int>(), 1);
+  EXPECT_FALSE(OverrideDistributed("- a\n- b\n", 1, 1).ok());
+  EXPECT_FALSE(OverrideDistributed("distributed: 3\n", 1, 1).ok());
+}
+
+TEST(LocalCluster, FindsAFreePort) {
+  absl::StatusOr<int> p = FreeLoopbackPort();
+  ASSERT_TRUE(p.ok());
+  EXPECT_GT(*p, 0);
+  EXPECT_LT(*p, 65536);
+}
+
+}  // namespace
+}  // namespace ringmaster::cli

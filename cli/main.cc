@@ -1,0 +1,171 @@
+// ringmaster: the command line for a Ringmaster cluster.
+//
+//   ringmaster --coordinator HOST:PORT submit JOB.yaml [--follow]
+//   ringmaster --coordinator HOST:PORT status JOB | list | cancel JOB | nodes | logs JOB --rank N
+//   ringmaster local JOB.yaml --nodes N --procs-per-node M [--trainer PATH] [--keep]
+//
+// --coordinator defaults to $RINGMASTER_COORDINATOR, else 127.0.0.1:7070.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "cli/commands.h"
+#include "cli/grpc_coordinator_client.h"
+#include "cli/local_cluster.h"
+
+namespace rc = ringmaster::cli;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage:\n"
+    "  ringmaster [--coordinator HOST:PORT] submit JOB.yaml [--follow]\n"
+    "  ringmaster [--coordinator HOST:PORT] status JOB\n"
+    "  ringmaster [--coordinator HOST:PORT] list\n"
+    "  ringmaster [--coordinator HOST:PORT] cancel JOB\n"
+    "  ringmaster [--coordinator HOST:PORT] nodes\n"
+    "  ringmaster [--coordinator HOST:PORT] logs JOB --rank N\n"
+    "  ringmaster local JOB.yaml --nodes N --procs-per-node M [--trainer PATH]\n"
+    "             [--coordinator-binary PATH] [--agent-binary PATH] [--keep]\n"
+    "--coordinator defaults to $RINGMASTER_COORDINATOR, else 127.0.0.1:7070.\n";
+
+std::atomic<bool> g_interrupted{false};
+void OnSignal(int) { g_interrupted.store(true); }
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "ringmaster: %s\n%s", why.c_str(), kUsage);
+  return 2;
+}
+
+// The directory of this binary.
+fs::path SelfDir() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : p.parent_path();
+}
+
+// `name` next to this binary (an install), else in the build tree's sibling folder.
+std::string FindSibling(const std::string& name, const std::string& build_folder) {
+  const fs::path self = SelfDir();
+  for (const fs::path& p : {self / name, self.parent_path() / build_folder / name}) {
+    if (::access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  return "";
+}
+
+bool ParsePositive(const std::string& s, int* v) { return absl::SimpleAtoi(s, v) && *v > 0; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string coordinator;
+  if (const char* e = std::getenv("RINGMASTER_COORDINATOR")) coordinator = e;
+  if (coordinator.empty()) coordinator = "127.0.0.1:7070";
+  // Global flags come before the command.
+  size_t i = 0;
+  while (i < args.size() && args[i].rfind("--", 0) == 0) {
+    if (args[i] == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (args[i] == "--coordinator" && i + 1 < args.size()) {
+      coordinator = args[i + 1];
+      i += 2;
+    } else if (args[i].rfind("--coordinator=", 0) == 0) {
+      coordinator = args[i].substr(14);
+      ++i;
+    } else {
+      return Usage(absl::StrCat("unknown argument '", args[i], "'"));
+    }
+  }
+  if (i >= args.size()) return Usage("no command");
+  const std::string cmd = args[i++];
+  // The command's positional arguments and flags.
+  std::vector<std::string> pos;
+  std::map<std::string, std::string> flags;
+  std::vector<std::string> switches;
+  static const std::vector<std::string> kValued = {
+      "--rank",        "--nodes", "--procs-per-node", "--trainer", "--coordinator-binary",
+      "--agent-binary"};
+  static const std::vector<std::string> kSwitches = {"--follow", "--keep"};
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) {
+      pos.push_back(a);
+    } else if (std::find(kSwitches.begin(), kSwitches.end(), a) != kSwitches.end()) {
+      switches.push_back(a);
+    } else if (std::find(kValued.begin(), kValued.end(), a) != kValued.end()) {
+      if (i + 1 >= args.size()) return Usage(absl::StrCat(a, " needs a value"));
+      flags[a] = args[++i];
+    } else {
+      return Usage(absl::StrCat("unknown argument '", a, "'"));
+    }
+  }
+  auto has = [&](const char* s) {
+    return std::find(switches.begin(), switches.end(), s) != switches.end();
+  };
+
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  rc::CliIo io;
+  io.tty = ::isatty(1) != 0;
+  io.interrupted = [] { return g_interrupted.load(); };
+
+  if (cmd == "local") {
+    if (pos.size() != 1) return Usage("local needs one JOB.yaml");
+    rc::LocalOptions o;
+    o.job_path = pos[0];
+    if (!ParsePositive(flags.count("--nodes") ? flags["--nodes"] : "1", &o.nodes) ||
+        !ParsePositive(flags.count("--procs-per-node") ? flags["--procs-per-node"] : "1",
+                       &o.procs_per_node)) {
+      return Usage("--nodes and --procs-per-node need positive integers");
+    }
+    o.trainer = flags.count("--trainer") ? flags["--trainer"]
+                                         : FindSibling("ringmaster-trainer", "trainer");
+    o.coordinator_bin = flags.count("--coordinator-binary")
+                            ? flags["--coordinator-binary"]
+                            : FindSibling("ringmaster-coordinator", "coordinator");
+    o.agent_bin = flags.count("--agent-binary") ? flags["--agent-binary"]
+                                                : FindSibling("ringmaster-agent", "agent");
+    std::error_code ec;
+    o.trainer = fs::absolute(o.trainer, ec).string();
+    o.keep_dir = has("--keep");
+    return rc::RunLocal(o, io);
+  }
+
+  rc::GrpcCoordinatorClient client(coordinator);
+  if (cmd == "submit") {
+    if (pos.size() != 1) return Usage("submit needs one JOB.yaml");
+    return rc::CmdSubmit(client, pos[0], has("--follow"), io);
+  }
+  if (cmd == "status" || cmd == "cancel") {
+    if (pos.size() != 1) return Usage(absl::StrCat(cmd, " needs a job id"));
+    return cmd == "status" ? rc::CmdStatus(client, pos[0], io) : rc::CmdCancel(client, pos[0], io);
+  }
+  if (cmd == "list" || cmd == "nodes") {
+    if (!pos.empty()) return Usage(absl::StrCat(cmd, " takes no arguments"));
+    return cmd == "list" ? rc::CmdList(client, io) : rc::CmdNodes(client, io);
+  }
+  if (cmd == "logs") {
+    int rank = 0;
+    if (pos.size() != 1 || !flags.count("--rank") || !absl::SimpleAtoi(flags["--rank"], &rank) ||
+        rank < 0) {
+      return Usage("logs needs a job id and --rank N");
+    }
+    return rc::CmdLogs(client, pos[0], rank, io);
+  }
+  return Usage(absl::StrCat("unknown command '", cmd, "'"));
+}
