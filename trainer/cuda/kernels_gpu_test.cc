@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "trainer/cuda/counter_rng.cuh"
+#include "trainer/cuda/device_array.h"
 #include "trainer/cuda/kernels.h"
 #include "trainer/model/bert_config.h"
 #include "trainer/model/bert_params.h"
@@ -39,28 +40,6 @@ struct DeviceBuffer {
   std::vector<float> Download(size_t n) const {
     std::vector<float> h(n);
     EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-};
-
-// A device copy of a host vector of any trivially copyable type (int32, uint8, double).
-template <typename T>
-struct DeviceArray {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit DeviceArray(const std::vector<T>& host) : n(host.size()) {
-    EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  explicit DeviceArray(size_t count) : n(count) {
-    EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(p); }
-  std::vector<T> Download() const {
-    std::vector<T> h(n);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
     return h;
   }
 };

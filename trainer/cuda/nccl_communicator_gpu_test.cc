@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "trainer/comm/comm_queue.h"
 #include "trainer/comm/store.h"
+#include "trainer/cuda/device_array.h"
 #include "trainer/cuda/nccl_communicator.h"
 
 namespace ringmaster::trainer {
@@ -33,29 +34,6 @@ int DeviceCount() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
-
-// A device copy of a host vector, on the current device.
-template <typename T>
-struct DeviceArray {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit DeviceArray(const std::vector<T>& host) : n(host.size()) {
-    EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  explicit DeviceArray(size_t count) : n(count) {
-    EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemset(p, 0xff, n * sizeof(T)), cudaSuccess);  // Poison: NaN / 0xff bytes.
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(p); }
-  std::vector<T> Download() const {
-    std::vector<T> h(n);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-};
 
 std::vector<float> Ramp(size_t n, float scale, float offset) {
   std::vector<float> v(n);
