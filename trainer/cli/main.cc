@@ -1,5 +1,7 @@
 // ringmaster-trainer: train | predict | tokenize | gen-data (see DESIGN.md, "The trainer
 // contract"). Errors are one line on stderr and a non-zero exit.
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,7 @@
 #include "trainer/dist/dist_context.h"
 #include "trainer/job/default_job.h"
 #include "trainer/job/job_spec.h"
+#include "trainer/train/throughput_probe.h"
 #include "trainer/train/trainer.h"
 
 namespace rt = ringmaster::trainer;
@@ -35,10 +38,18 @@ constexpr char kUsage[] =
     "  ringmaster-trainer predict --model DIR --input FILE.tsv [--output FILE] [--max-len N]\n"
     "  ringmaster-trainer tokenize --vocab FILE [--max-len N] [--cased]\n"
     "  ringmaster-trainer gen-data --out DIR [--train N] [--dev N] [--seed S]\n"
-    "  ringmaster-trainer print-default-job\n";
+    "  ringmaster-trainer print-default-job\n"
+    "  ringmaster-trainer probe [--seconds S]   training throughput here, one JSON line\n";
 
 std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop.store(true); }
+// Until the training loop runs, there is nothing to checkpoint and the rendezvous may block for
+// the collective timeout: SIGTERM / SIGINT end the process at once (143, as after a checkpoint).
+// Inside the loop they ask every rank to checkpoint and stop together.
+std::atomic<bool> g_in_loop{false};
+void OnSignal(int) {
+  if (!g_in_loop.load()) ::_exit(143);
+  g_stop.store(true);
+}
 
 // --flag value pairs and bare --switches.
 struct Args {
@@ -170,6 +181,7 @@ absl::Status Train(const Args& a) {
                     {{"job", job.name}, {"rank", absl::StrCat(env.rank)}}));
     (*trainer)->set_metrics(std::move(m));
   }
+  g_in_loop.store(true);
   RM_ASSIGN_OR_RETURN(rt::TrainResult r, (*trainer)->Run(&g_stop));
   if (r.interrupted) return absl::AbortedError("interrupted; run again to resume");
   if (env.rank != 0) return absl::OkStatus();
@@ -240,6 +252,20 @@ absl::Status GenData(const Args& a) {
                                    n_dev);
 }
 
+absl::Status Probe(const Args& a) {
+  rt::ProbeOptions o;
+  if (a.values.count("--seconds")) {
+    const std::string& v = a.values.at("--seconds");
+    if (!absl::SimpleAtod(v, &o.min_seconds) || !(o.min_seconds > 0) || o.min_seconds > 600) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--seconds '", v, "': expected a number in (0, 600]"));
+    }
+  }
+  RM_ASSIGN_OR_RETURN(rt::ProbeResult r, rt::ProbeThroughput(o));
+  std::printf("%s\n", r.ToJson().c_str());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -263,6 +289,9 @@ int main(int argc, char** argv) {
   } else if (cmd == "gen-data") {
     args = ParseArgs(argc, argv, 2, {"--out", "--train", "--dev", "--seed"}, {});
     if (args.ok()) s = GenData(*args);
+  } else if (cmd == "probe") {
+    args = ParseArgs(argc, argv, 2, {"--seconds"}, {});
+    if (args.ok()) s = Probe(*args);
   } else if (cmd == "print-default-job") {
     std::fputs(rt::DefaultDemoJobYaml().c_str(), stdout);
     return 0;

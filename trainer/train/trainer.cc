@@ -183,6 +183,7 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, DistContext* dist) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->job_ = job;
+  RM_ASSIGN_OR_RETURN(t->slowdown_, Slowdown::FromEnv());
   if (job.train.device == "cuda") {
     return absl::UnimplementedError(
         absl::StrCat(job.source, ": train.device: cuda is not available in this build"));
@@ -444,6 +445,12 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
         world, accumulation_, job_.train.micro_batch_size, job_.distributed.sharding,
         job_.distributed.compression, static_cast<long long>(total_steps_)));
   }
+  if (!dist_->env().rank_weights.empty()) {
+    const size_t gb = static_cast<size_t>(job_.train.global_batch_size);
+    const auto [b, e] = SliceOf(gb, dist_->rank());
+    LogInfo(absl::StrFormat("rank %d takes %d of every %d samples (RINGMASTER_RANK_WEIGHTS)",
+                            dist_->rank(), static_cast<int>(e - b), static_cast<int>(gb)));
+  }
   ProgressReporter progress("train", total_steps_, step_, leader() && ::isatty(2) != 0);
   metrics_->OnStart(world, total_steps_);
   const auto t0 = std::chrono::steady_clock::now();
@@ -484,9 +491,11 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
           }
           const float w = static_cast<float>(batch->batch_size) / static_cast<float>(n_total);
           const uint64_t ds = DropoutSeed(seed, step_, dist_->rank() * accumulation_ + i);
+          slowdown_.Begin();
           const float l = net_->Forward(dp_.get(), InputsOf(*batch), true, ds);
           dp_->BeginBackward();
           net_->Backward(dp_.get(), w);
+          slowdown_.End();
           loss += static_cast<double>(l) * w;
         }
         RM_RETURN_IF_ERROR(dp_->status());

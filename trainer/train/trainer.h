@@ -24,6 +24,7 @@
 #include "trainer/optim/adamw.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/text/wordpiece.h"
+#include "trainer/train/slowdown.h"
 
 namespace ringmaster::trainer {
 
@@ -96,6 +97,7 @@ class Trainer {
   std::unique_ptr<BertModel<float>> net_;
   std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<TrainerMetrics> metrics_ = MakeNullMetrics();
+  Slowdown slowdown_;  // RINGMASTER_SLOWDOWN (a simulated slower device)
   LrSchedule schedule_;
   int accumulation_ = 1;
   int64_t steps_per_epoch_ = 0;
