@@ -18,6 +18,7 @@
 #include <climits>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <list>
 #include <optional>
 #include <thread>
@@ -32,8 +33,8 @@
 namespace ringmaster::trainer {
 namespace {
 
-enum Op : uint8_t { kSet = 1, kGet = 2, kWait = 3 };
-enum Reply : uint8_t { kOk = 0, kTimedOut = 1 };
+enum Op : uint8_t { kSet = 1, kGet = 2, kWait = 3, kHello = 4 };
+enum Reply : uint8_t { kOk = 0, kTimedOut = 1, kOtherSession = 2 };
 
 // Longest wait a request may ask for; longer (or infinite) timeouts are clamped to it so that
 // deadline arithmetic cannot overflow.
@@ -180,7 +181,10 @@ int ConnectOnce(const addrinfo& ai, absl::Time deadline, std::string* error) {
 
 // Connects to host:port, retrying (the server may start after its clients) with bounded
 // exponential backoff until `timeout` has passed.
-absl::StatusOr<int> ConnectWithRetry(const std::string& host, int port, absl::Duration timeout) {
+// `handshake` runs on every new connection: Unavailable means "not our server (yet)": the
+// connection is closed and the retries go on; any other error ends them.
+absl::StatusOr<int> ConnectWithRetry(const std::string& host, int port, absl::Duration timeout,
+                                     const std::function<absl::Status(int fd)>& handshake) {
   const absl::Time deadline = absl::Now() + timeout;
   const std::string port_str = std::to_string(port);
   absl::Duration backoff = kMinRetry;
@@ -197,10 +201,18 @@ absl::StatusOr<int> ConnectWithRetry(const std::string& host, int port, absl::Du
     } else {
       for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
         int fd = ConnectOnce(*ai, deadline, &last_error);
-        if (fd >= 0) {
+        if (fd < 0) continue;
+        absl::Status hs = handshake(fd);
+        if (hs.ok()) {
           ::freeaddrinfo(res);
           return fd;
         }
+        ::close(fd);
+        if (!absl::IsUnavailable(hs)) {
+          ::freeaddrinfo(res);
+          return hs;
+        }
+        last_error = std::string(hs.message());
       }
       ::freeaddrinfo(res);
     }
@@ -222,7 +234,8 @@ absl::StatusOr<int> ConnectWithRetry(const std::string& host, int port, absl::Du
 
 class TcpStoreServer {
  public:
-  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& host, int port);
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& host, int port,
+                                                               std::string session);
   ~TcpStoreServer();
 
   int port() const { return port_; }
@@ -237,8 +250,10 @@ class TcpStoreServer {
   };
   enum class ReadResult { kOk, kEof, kError };
 
-  TcpStoreServer(std::string where, int listen_fd, int port, int wake_r, int wake_w)
+  TcpStoreServer(std::string where, std::string session, int listen_fd, int port, int wake_r,
+                 int wake_w)
       : where_(std::move(where)),
+        session_(std::move(session)),
         listen_fd_(listen_fd),
         port_(port),
         wake_r_(wake_r),
@@ -258,6 +273,7 @@ class TcpStoreServer {
   static bool ReadBytes(int fd, size_t max, const char* what, std::string* out, std::string* why);
 
   const std::string where_;
+  const std::string session_;  // clients of another session are turned away (kHello)
   const int listen_fd_;
   const int port_;
   const int wake_r_, wake_w_;  // Self-pipe that stops the accept loop.
@@ -274,7 +290,8 @@ class TcpStoreServer {
 };
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host,
-                                                                      int port) {
+                                                                      int port,
+                                                                      std::string session) {
   const std::string where = HostPort(host.empty() ? "*" : host, port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -323,8 +340,9 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
     ::close(fd);
     return s;
   }
-  std::unique_ptr<TcpStoreServer> server(new TcpStoreServer(
-      HostPort(host.empty() ? "*" : host, real_port), fd, real_port, wake[0], wake[1]));
+  std::unique_ptr<TcpStoreServer> server(
+      new TcpStoreServer(HostPort(host.empty() ? "*" : host, real_port), std::move(session), fd,
+                         real_port, wake[0], wake[1]));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
@@ -554,6 +572,19 @@ bool TcpStoreServer::HandleRequest(int fd, std::string* why) {
       }
       break;
     }
+    case kHello: {
+      std::string session;
+      if (!ReadBytes(fd, TcpStore::kMaxKeyBytes, "session", &session, why)) return false;
+      if (session != session_) {
+        // A client of another job or generation (this server outlived its generation, or the
+        // new one's server is not up yet): it retries until the right server answers.
+        const char r = static_cast<char>(kOtherSession);
+        SendAll(fd, &r, 1);
+        return false;
+      }
+      reply.push_back(static_cast<char>(kOk));
+      break;
+    }
     default:
       *why = absl::StrCat("unknown request type ", static_cast<int>(op));
       return false;
@@ -578,7 +609,12 @@ TcpStore::~TcpStore() {
 
 absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(const std::string& host, int port,
                                                            bool is_server,
-                                                           absl::Duration connect_timeout) {
+                                                           absl::Duration connect_timeout,
+                                                           const std::string& session) {
+  if (session.size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TcpStore: session name of ", session.size(), " bytes is too long"));
+  }
   if (port < (is_server ? 0 : 1) || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("TcpStore: port ", port, " is out of range for ", HostPort(host, port)));
@@ -587,7 +623,7 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(const std::string& ho
   std::unique_ptr<TcpStoreServer> server;
   std::string connect_host = h;
   if (is_server) {
-    auto started = TcpStoreServer::Start(h, port);
+    auto started = TcpStoreServer::Start(h, port, session);
     if (!started.ok()) return started.status();
     server = std::move(*started);
     port = server->port();
@@ -597,7 +633,34 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(const std::string& ho
   } else if (h.empty()) {
     return absl::InvalidArgumentError("TcpStore: empty server host");
   }
-  auto fd = ConnectWithRetry(connect_host, port, connect_timeout);
+  std::string hello(1, static_cast<char>(kHello));
+  PutU32(&hello, static_cast<uint32_t>(session.size()));
+  hello += session;
+  auto handshake = [&](int fd) -> absl::Status {
+    if (!SendAll(fd, hello.data(), hello.size())) {
+      return absl::UnavailableError(absl::StrCat("hello: ", Errno(errno)));
+    }
+    pollfd pfd{fd, POLLIN, 0};
+    int rc;
+    while ((rc = ::poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(kReplySlack)))) < 0 &&
+           errno == EINTR) {
+    }
+    uint8_t reply = 0xff;
+    if (rc <= 0 || ::recv(fd, &reply, 1, 0) != 1) {
+      return absl::UnavailableError("the server closed the connection at hello");
+    }
+    if (reply == kOtherSession) {
+      return absl::UnavailableError(
+          absl::StrCat("the server there belongs to another session than '", session,
+                       "' (a previous generation still running?)"));
+    }
+    if (reply != kOk) {
+      return absl::UnavailableError(
+          absl::StrCat("malformed reply to hello (", static_cast<int>(reply), ")"));
+    }
+    return absl::OkStatus();
+  };
+  auto fd = ConnectWithRetry(connect_host, port, connect_timeout, handshake);
   if (!fd.ok()) return fd.status();
   return std::unique_ptr<TcpStore>(new TcpStore(connect_host, port, *fd, std::move(server)));
 }

@@ -7,13 +7,19 @@
 //     kSet  (1): key_len:u32 key value_len:u32 value
 //     kGet  (2): timeout_ms:u64 key_len:u32 key
 //     kWait (3): timeout_ms:u64 n_keys:u32 { key_len:u32 key } * n_keys
-//   response = status:u8 (0 = ok, 1 = timed out), then
+//     kHello (4): session_len:u32 session      (every client sends it first)
+//   response = status:u8 (0 = ok, 1 = timed out, 2 = another session: the server closes), then
 //     Get ok: value_len:u32 value        Wait timed out: n_missing:u32 { index:u32 } * n_missing
 // Keys are at most kMaxKeyBytes, values at most kMaxValueBytes, a Wait names at most
 // kMaxWaitKeys keys. The server treats its input as untrusted: anything malformed or oversized
 // closes that one connection with a warning naming the peer; values are only ever stored and
 // returned. Get and Wait block on the server until the key(s) exist or the timeout sent with the
 // request passes.
+//
+// Sessions: a server and its clients name a session (a job and its generation). A client that
+// reaches a server of another session -- the previous generation's rank 0, still stopping on the
+// same port -- is turned away and keeps retrying until its connect timeout, so a restarted job
+// never talks to a stale server.
 #pragma once
 
 #include <cstddef>
@@ -47,10 +53,12 @@ class TcpStore : public Store {
   // With `is_server`, binds `host`:`port` (port 0 picks a free one; "" binds every interface),
   // serves in background threads until destruction, and connects this store's own client to
   // it. Otherwise connects to a server at `host`:`port`, retrying with bounded backoff until
-  // `connect_timeout` (DeadlineExceeded naming host:port when none appears).
+  // `connect_timeout` (DeadlineExceeded naming host:port when none appears) for a server of
+  // the same `session`.
   static absl::StatusOr<std::unique_ptr<TcpStore>> Create(const std::string& host, int port,
                                                           bool is_server,
-                                                          absl::Duration connect_timeout);
+                                                          absl::Duration connect_timeout,
+                                                          const std::string& session = "");
   ~TcpStore() override;
 
   TcpStore(const TcpStore&) = delete;

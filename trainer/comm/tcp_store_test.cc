@@ -257,6 +257,32 @@ TEST(TcpStoreTest, ClientConnectsToAServerThatStartsLater) {
   EXPECT_EQ((*client)->Get("k", kLong).value_or("?"), "v");
 }
 
+TEST(TcpStoreTest, ClientOfANewSessionIsTurnedAwayByAStaleServerUntilTheRightOneComesUp) {
+  // A restarted job's rank 1 can reach the previous generation's rank 0, still stopping, on the
+  // same port: it must not use that server, and must find the new one once it is up.
+  auto stale = TcpStore::Create("127.0.0.1", 0, /*is_server=*/true, kLong, "job-1/gen0");
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  const int port = (*stale)->port();
+  auto same = TcpStore::Create("127.0.0.1", port, false, kLong, "job-1/gen0");
+  ASSERT_TRUE(same.ok()) << same.status();
+
+  auto early = TcpStore::Create("127.0.0.1", port, false, absl::Milliseconds(300), "job-1/gen1");
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kDeadlineExceeded) << early.status();
+  EXPECT_TRUE(absl::StrContains(early.status().message(), "another session")) << early.status();
+
+  absl::StatusOr<std::unique_ptr<TcpStore>> client = absl::UnknownError("not run");
+  std::thread t([&] { client = TcpStore::Create("127.0.0.1", port, false, kLong, "job-1/gen1"); });
+  same->reset();
+  stale->reset();  // the old rank 0 exits; the new one binds the same port
+  auto fresh = TcpStore::Create("127.0.0.1", port, /*is_server=*/true, kLong, "job-1/gen1");
+  t.join();
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*fresh)->Set("addr/0", "x").ok());
+  EXPECT_EQ((*client)->Get("addr/0", kLong).value_or("?"), "x");
+}
+
 TEST(TcpStoreTest, LostServerIsUnavailable) {
   auto server = MakeServer();
   ASSERT_NE(server, nullptr);

@@ -145,6 +145,7 @@ absl::StatusOr<DistEnv> ParseDistEnv(const GetEnv& getenv) {
   if (env.restart_count < 0) {
     return Invalid(absl::StrCat("TORCHELASTIC_RESTART_COUNT=", env.restart_count, " is negative"));
   }
+  env.run_id = StringVar(getenv, "TORCHELASTIC_RUN_ID");
 
   bool port_set = false;
   RM_ASSIGN_OR_RETURN(env.master_port, IntVar(getenv, "MASTER_PORT", 0, &port_set));
@@ -231,7 +232,8 @@ absl::StatusOr<std::unique_ptr<Store>> MakeRendezvousStore(const DistEnv& env,
   }
   RM_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store,
                       TcpStore::Create(env.master_addr, env.store_port,
-                                       /*is_server=*/env.rank == 0, timeout));
+                                       /*is_server=*/env.rank == 0, timeout,
+                                       absl::StrCat(env.run_id, "/gen", env.restart_count)));
   return std::unique_ptr<Store>(std::move(store));
 }
 

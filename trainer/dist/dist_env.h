@@ -30,6 +30,7 @@ struct DistEnv {
   // "w0,w1,..." or with runs "w*k,...". Empty: equal shares.
   std::vector<double> rank_weights;
   int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT.
+  std::string run_id;     // TORCHELASTIC_RUN_ID (the job); with restart_count, the store session
   std::string store_dir;  // RINGMASTER_STORE_DIR: rendezvous through a shared directory.
   // Interface or host Gloo listens on: RINGMASTER_GLOO_IFACE, else GLOO_SOCKET_IFNAME, else
   // "127.0.0.1" when MASTER_ADDR is unset or loopback (localhost, 127.x, ::1), else this
