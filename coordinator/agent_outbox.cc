@@ -22,6 +22,11 @@ uint64_t AgentOutbox::Attach() {
   return ++epoch_;
 }
 
+bool AgentOutbox::attached() {
+  absl::MutexLock lock(&mu_);
+  return attached_;
+}
+
 void AgentOutbox::Detach(uint64_t epoch) {
   absl::MutexLock lock(&mu_);
   if (epoch == epoch_) attached_ = false;

@@ -30,6 +30,8 @@ class AgentOutbox final : public AgentChannel {
   uint64_t Attach();
   // The stream of `epoch` ended (no-op if a newer one attached): its waiter returns nullopt.
   void Detach(uint64_t epoch);
+  // A stream owns the outbox now (the agent is connected).
+  bool attached();
 
   // Blocks until a message is queued (returns it) or `epoch` is no longer the attached one.
   std::optional<v1::CoordinatorMessage> WaitPop(uint64_t epoch);

@@ -280,7 +280,9 @@ absl::StatusOr<std::pair<std::shared_ptr<AgentOutbox>, uint64_t>> Cluster::Attac
   if (node == nullptr) {
     return absl::NotFoundError(absl::StrCat("unknown node id '", node_id, "': register first"));
   }
-  return std::make_pair(node->outbox, node->outbox->Attach());
+  const uint64_t epoch = node->outbox->Attach();
+  Schedule();  // a node is offered to jobs once its stream is open
+  return std::make_pair(node->outbox, epoch);
 }
 
 void Cluster::DetachStream(const std::string& node_id, uint64_t epoch) {
@@ -380,9 +382,11 @@ void Cluster::Schedule() {
     if (job->terminal()) continue;
     for (std::string& n : job->nodes()) busy.insert(std::move(n));
   }
+  // A node whose stream closed is not offered to a rendezvous until it reconnects: its agent may
+  // be dead, and the lost-after window has not yet said so.
   std::vector<Node*> free;
   for (auto& [id, node] : nodes_) {
-    if (!node.lost && !busy.contains(id)) free.push_back(&node);
+    if (!node.lost && node.outbox->attached() && !busy.contains(id)) free.push_back(&node);
   }
   std::sort(free.begin(), free.end(), [](const Node* a, const Node* b) {
     return std::tie(a->inventory.node_name(), a->node_id) <

@@ -150,6 +150,23 @@ class ClusterTest : public ::testing::Test {
   std::map<std::string, std::shared_ptr<AgentOutbox>> outboxes_;
 };
 
+TEST_F(ClusterTest, NodeWithAClosedStreamIsNotOfferedUntilItReconnects) {
+  // An agent killed with SIGKILL: its stream closes at once, long before lost_after says so. A
+  // job restarting meanwhile must not plan ranks onto it.
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string b = Connect("b", "10.0.0.2");
+  auto reattached = cluster_->AttachStream(b);  // b's stream: the one the test can close
+  ASSERT_TRUE(reattached.ok());
+  cluster_->DetachStream(b, reattached->second);
+  const std::string job = Submit("1:2");
+  ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RENDEZVOUS);
+  EXPECT_THAT(Job(job).rendezvous().joined_node_ids(), ElementsAre(a));
+  // b comes back within the window: it joins, which completes the rendezvous (MAX 2).
+  ASSERT_TRUE(cluster_->AttachStream(b).ok());
+  EXPECT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  EXPECT_EQ(Job(job).world_size(), 2);
+}
+
 TEST_F(ClusterTest, FreeNodesJoinTheJobAndRunItToSuccess) {
   const std::string a = Connect("a", "10.0.0.1");
   const std::string b = Connect("b", "10.0.0.2");
