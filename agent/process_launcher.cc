@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,12 +75,17 @@ absl::StatusOr<int> ProcessLauncher::Start(const LaunchSpec& spec) {
     ::close(out[1]);
     return ErrnoError("pipe for", spec.log_path);
   }
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     for (int fd : {out[0], out[1], err_pipe[0], err_pipe[1]}) ::close(fd);
     return ErrnoError("fork for", spec.argv[0]);
   }
   if (pid == 0) {
+    // A child outlives no agent: when the launching process dies (even by SIGKILL), the child
+    // gets SIGTERM, which a trainer answers by checkpointing with its peers and exiting.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(127);  // it died before prctl took effect
     ::setpgid(0, 0);
     ::dup2(out[1], 1);
     ::dup2(out[1], 2);

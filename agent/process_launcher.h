@@ -1,7 +1,9 @@
 // The real Launcher: fork + execve with a clean environment (only LaunchSpec::env), stdout and
 // stderr through a pipe into a RotatingLog (one reader thread per process), reaping with
 // waitpid. The child runs in its own process group so that a Ctrl-C at the agent's terminal does
-// not reach the trainers directly: the agent stops them itself (SIGTERM, then SIGKILL).
+// not reach the trainers directly: the agent stops them itself (SIGTERM, then SIGKILL). A child
+// gets SIGTERM when the thread that started it dies (PR_SET_PDEATHSIG), so an agent killed with
+// SIGKILL leaves no trainer behind: call Start from a thread that lives as long as the children.
 #pragma once
 
 #include <memory>

@@ -47,7 +47,12 @@ struct SupervisorOptions {
                                               "TMPDIR",
                                               "LD_LIBRARY_PATH",
                                               "OMP_NUM_THREADS",
-                                              "RINGMASTER_COLLECTIVE_TIMEOUT_S"};
+                                              "RINGMASTER_COLLECTIVE_TIMEOUT_S",
+                                              "RINGMASTER_SLOWDOWN",
+                                              "NCCL_SOCKET_IFNAME",
+                                              "NCCL_IB_DISABLE",
+                                              "NCCL_DEBUG",
+                                              "GLOO_SOCKET_IFNAME"};
   absl::Duration default_grace = absl::Seconds(30);  // StopRanks without grace_period
   absl::Duration keep_ended = absl::Minutes(10);     // ended ranks stay in reports this long
 };
