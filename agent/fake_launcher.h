@@ -1,6 +1,7 @@
 // A Launcher for tests: records every start and signal, and ends processes when told to.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -24,6 +25,7 @@ class FakeLauncher final : public Launcher {
     const int pid = next_pid_++;
     started.push_back({pid, spec});
     running_[pid] = std::nullopt;
+    if (on_start) on_start(started.back());
     return pid;
   }
   absl::Status Signal(int pid, int signo) override {
@@ -58,8 +60,9 @@ class FakeLauncher final : public Launcher {
   std::vector<Started> started;
   std::vector<std::pair<int, int>> signals;  // (pid, signo)
   absl::Status fail_next_start;
-  bool end_on_signal = false;         // a signal ends the process at once
-  std::optional<int> term_exit_code;  // with end_on_signal: SIGTERM exits with this code
+  std::function<void(const Started&)> on_start;  // runs after a start is recorded
+  bool end_on_signal = false;                    // a signal ends the process at once
+  std::optional<int> term_exit_code;             // with end_on_signal: SIGTERM exits with this code
 
  private:
   int next_pid_ = 1000;

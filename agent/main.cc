@@ -3,10 +3,15 @@
 //
 //   ringmaster-agent --coordinator HOST:PORT --trainer PATH --work-dir DIR [--name NAME]
 //                    [--rack LABEL] [--address ADDR]... [--inventory-override GPUS]
-//                    [--log-max-bytes N] [--log-keep N]
+//                    [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]
+//
+// --throughput: auto (default) runs the trainer's `probe` once and caches the figure in the work
+// dir (agent/throughput_probe.h); off reports none (the planner then weighs by GPU model); a
+// number reports that figure as measured elsewhere.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -18,13 +23,17 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "agent/agent.h"
 #include "agent/grpc_coordinator_link.h"
 #include "agent/inventory.h"
 #include "agent/process_launcher.h"
 #include "agent/rank_supervisor.h"
+#include "agent/throughput_probe.h"
 #include "common/file_util.h"
 #include "common/log.h"
+
+extern char** environ;
 
 namespace ra = ringmaster::agent;
 
@@ -34,7 +43,7 @@ constexpr char kUsage[] =
     "usage: ringmaster-agent --coordinator HOST:PORT --trainer PATH --work-dir DIR\n"
     "           [--name NAME] [--rack LABEL] [--address ADDR (repeatable)]\n"
     "           [--inventory-override 'COUNTxNAME:sm_XY:MEM[,...]' | none]\n"
-    "           [--log-max-bytes N] [--log-keep N]\n";
+    "           [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]\n";
 
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
@@ -51,8 +60,8 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> flags;
   std::vector<std::string> addresses;
   static const char* kKnown[] = {
-      "--coordinator",        "--trainer",       "--work-dir", "--name", "--rack", "--address",
-      "--inventory-override", "--log-max-bytes", "--log-keep"};
+      "--coordinator",        "--trainer",       "--work-dir", "--name",      "--rack", "--address",
+      "--inventory-override", "--log-max-bytes", "--log-keep", "--throughput"};
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     if (f == "--help" || f == "-h") {
@@ -106,6 +115,39 @@ int main(int argc, char** argv) {
   iopts.gpu_override = flags["--inventory-override"];
   absl::StatusOr<ringmaster::v1::NodeInventory> inv = ra::CollectInventory(iopts);
   if (!inv.ok()) return Fail(inv.status().ToString());
+
+  const std::string throughput = flags.count("--throughput") ? flags["--throughput"] : "auto";
+  if (throughput == "auto") {
+    ra::ThroughputProbeOptions popts;
+    popts.trainer_path = trainer;
+    popts.work_dir = work_dir;
+    popts.device = absl::StrCat("cpu:", inv->cpu_cores());
+    for (const auto& g : inv->gpus()) absl::StrAppend(&popts.device, ",", g.name());
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv = *e;
+      if (size_t eq = kv.find('='); eq != std::string::npos) {
+        popts.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+      }
+    }
+    popts.env.emplace("OMP_NUM_THREADS", std::to_string(std::max<uint32_t>(1, inv->cpu_cores())));
+    ra::ProcessLauncher probe_launcher(ra::ProcessLauncherOptions{});
+    absl::StatusOr<ra::ThroughputMeasurement> m =
+        ra::MeasureTrainerThroughput(popts, probe_launcher);
+    if (m.ok()) {
+      inv->set_trainer_samples_per_second(m->samples_per_second);
+      ringmaster::LogInfo(absl::StrFormat("trainer throughput %.1f samples/s (%s)",
+                                          m->samples_per_second,
+                                          m->cached ? "cached" : "measured now"));
+    } else {
+      ringmaster::LogError(absl::StrCat("not reporting a throughput: ", m.status().ToString()));
+    }
+  } else if (throughput != "off") {
+    double v = 0;
+    if (!absl::SimpleAtod(throughput, &v) || !(v > 0)) {
+      return Fail("--throughput: expected auto, off or a number of samples/s > 0");
+    }
+    inv->set_trainer_samples_per_second(v);
+  }
 
   ra::SupervisorOptions sopts;
   sopts.trainer_path = trainer;

@@ -132,8 +132,10 @@ std::string FormatJobDetails(const v1::JobStatus& s) {
   }
   if (!s.error().empty()) {
     std::string kind = FailureName(s.last_failure());
-    absl::StrAppend(&out, "error:      ", kind.empty() ? "" : absl::StrCat("(", kind, ") "),
-                    s.error(), "\n");
+    // A job that went on after a failure keeps its last one, shown as what it was.
+    const bool failed = s.phase() == v1::JOB_PHASE_FAILED;
+    absl::StrAppend(&out, failed ? "error:      " : "last issue: ",
+                    kind.empty() ? "" : absl::StrCat("(", kind, ") "), s.error(), "\n");
   }
   for (const std::string& w : s.warnings()) absl::StrAppend(&out, "warning:    ", w, "\n");
   absl::StrAppend(&out, "created:    ", Timestamp(s.created_at()), "\n");
@@ -154,8 +156,9 @@ std::string FormatJobsTable(const v1::ListJobsResponse& jobs) {
 }
 
 std::string FormatNodesTable(const v1::ListNodesResponse& nodes) {
-  std::string out = absl::StrFormat("%-20s %-14s %-8s %-16s %-6s %-5s %s\n", "NODE", "ID", "STATE",
-                                    "ADDRESS", "RACK", "CPUS", "GPUS / JOB");
+  std::string out =
+      absl::StrFormat("%-20s %-14s %-8s %-16s %-6s %-5s %-9s %s\n", "NODE", "ID", "STATE",
+                      "ADDRESS", "RACK", "CPUS", "SAMPLES/S", "GPUS / JOB");
   for (const v1::NodeInfo& n : nodes.nodes()) {
     const v1::NodeInventory& inv = n.inventory();
     std::string gpus;
@@ -168,9 +171,14 @@ std::string FormatNodesTable(const v1::ListNodesResponse& nodes) {
     if (!n.job_id().empty()) absl::StrAppend(&gpus, " / ", n.job_id());
     absl::StrAppend(
         &out,
-        absl::StrFormat("%-20s %-14s %-8s %-16s %-6s %-5d %s\n", inv.node_name(), n.node_id(),
-                        NodeStateName(n.state()), inv.addresses().empty() ? "-" : inv.addresses(0),
-                        inv.rack().empty() ? "-" : inv.rack(), inv.cpu_cores(), gpus));
+        absl::StrFormat("%-20s %-14s %-8s %-16s %-6s %-5d %-9s %s\n", inv.node_name(),
+                        n.node_id(), NodeStateName(n.state()),
+                        inv.addresses().empty() ? "-" : inv.addresses(0),
+                        inv.rack().empty() ? "-" : inv.rack(), inv.cpu_cores(),
+                        inv.trainer_samples_per_second() > 0
+                            ? absl::StrFormat("%.1f", inv.trainer_samples_per_second())
+                            : std::string("-"),
+                        gpus));
   }
   return out;
 }
