@@ -1,6 +1,10 @@
 // Parsing and validation of the torchrun environment, and the rendezvous store it selects.
 #include "trainer/dist/dist_env.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +13,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -60,12 +66,45 @@ bool IsLoopback(const std::string& host) {
          absl::StartsWith(host, "127.");
 }
 
+// The local address this host uses to reach `master_addr` (a UDP "connect" sends nothing; it
+// only asks the kernel for the route). On the master's own host that is the master address
+// itself -- never a loopback alias of the hostname, which is what Debian's /etc/hosts maps it to.
+std::optional<std::string> SourceAddressTowards(const std::string& master_addr) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(master_addr.c_str(), "9", &hints, &res) != 0) return std::nullopt;
+  std::optional<std::string> out;
+  for (addrinfo* ai = res; ai != nullptr && !out; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      const void* a =
+          local.ss_family == AF_INET
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (::inet_ntop(local.ss_family, a, buf, sizeof(buf)) != nullptr) out = std::string(buf);
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return out;
+}
+
 absl::StatusOr<std::string> DefaultIface(const GetEnv& getenv, const std::string& master_addr) {
   for (const char* name : {"RINGMASTER_GLOO_IFACE", "GLOO_SOCKET_IFNAME"}) {
     std::string v = StringVar(getenv, name);
     if (!v.empty()) return v;
   }
   if (IsLoopback(master_addr)) return std::string("127.0.0.1");
+  if (!master_addr.empty()) {
+    if (std::optional<std::string> src = SourceAddressTowards(master_addr)) return *src;
+  }
   char host[HOST_NAME_MAX + 1] = {};
   if (::gethostname(host, sizeof(host)) != 0 || host[0] == '\0') {
     return absl::InternalError(

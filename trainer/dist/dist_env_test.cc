@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <climits>
@@ -149,7 +152,8 @@ TEST(DistEnvTest, StoreDirReplacesMaster) {
 
 TEST(DistEnvTest, IfaceChoice) {
   Env vars = Torchrun();
-  EXPECT_EQ(Parse(vars)->iface, Hostname());  // Remote master: listen on our own name.
+  // An unresolvable master: listen on our own name.
+  EXPECT_EQ(Parse(vars)->iface, Hostname());
   vars["MASTER_ADDR"] = "localhost";
   EXPECT_EQ(Parse(vars)->iface, "127.0.0.1");
   vars["MASTER_ADDR"] = "127.0.0.1";
@@ -158,6 +162,31 @@ TEST(DistEnvTest, IfaceChoice) {
   EXPECT_EQ(Parse(vars)->iface, "eth1");
   vars["RINGMASTER_GLOO_IFACE"] = "10.0.0.7";  // Ours wins over Gloo's.
   EXPECT_EQ(Parse(vars)->iface, "10.0.0.7");
+}
+
+// This host's first non-loopback IPv4 address, "" if it has none.
+std::string OwnAddress() {
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return "";
+  std::string out;
+  for (ifaddrs* i = all; i != nullptr && out.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof(buf));
+    if (std::string(buf).rfind("127.", 0) != 0) out = buf;
+  }
+  ::freeifaddrs(all);
+  return out;
+}
+
+TEST(DistEnvTest, RankZerosHostListensOnTheMasterAddressNotOnTheHostname) {
+  // Rank 0's MASTER_ADDR is its own address. Debian maps the hostname to 127.0.1.1, so listening
+  // on the hostname would advertise a loopback address to the other nodes.
+  const std::string own = OwnAddress();
+  if (own.empty()) GTEST_SKIP() << "this host has no non-loopback IPv4 address";
+  Env vars = Torchrun();
+  vars["MASTER_ADDR"] = own;
+  EXPECT_EQ(Parse(vars)->iface, own);
 }
 
 struct BadCase {
