@@ -6,13 +6,20 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "agent/process_launcher.h"
 #include "cli/grpc_coordinator_client.h"
 #include "cli/job_format.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
+#include "trainer/data/sentiment_gen.h"
+#include "trainer/job/default_job.h"
 #include "trainer/job/job_spec.h"
 #include "yaml-cpp/yaml.h"
 
@@ -93,6 +100,45 @@ absl::StatusOr<int> FreeLoopbackPort() {
   return static_cast<int>(ntohs(a.sin_port));
 }
 
+namespace {
+
+// "dev accuracy 0.9460 (eval loss 0.1602)" from the last eval line of a metrics.jsonl; empty
+// when there is none.
+std::string LastEvalSummary(const std::string& metrics_path) {
+  absl::StatusOr<std::string> text = ReadFile(metrics_path, size_t{256} << 20);
+  if (!text.ok()) return "";
+  std::string summary;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
+    if (!j.is_object() || !j.contains("eval_loss")) continue;
+    summary = j.contains("eval_accuracy") && j["eval_accuracy"].is_number()
+                  ? absl::StrFormat("dev accuracy %.4f (eval loss %.4f)",
+                                    j["eval_accuracy"].get<double>(), j["eval_loss"].get<double>())
+                  : absl::StrFormat("eval loss %.4f", j["eval_loss"].get<double>());
+  }
+  return summary;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> PrepareDemoJob(const std::string& root) {
+  std::error_code ec;
+  const fs::path base = (fs::absolute(root, ec) / "runs" / "demo").lexically_normal();
+  if (ec) return absl::InvalidArgumentError(absl::StrCat(root, ": ", ec.message()));
+  const fs::path data = base / "data";
+  if (!fs::exists(data / "train.tsv") || !fs::exists(data / "dev.tsv") ||
+      !fs::exists(data / "vocab.txt")) {
+    // The same dataset `ringmaster-trainer train` generates for its embedded job.
+    RM_RETURN_IF_ERROR(trainer::WriteSentimentDataset(data.string(), 42, 8000, 1000));
+  }
+  std::string yaml = trainer::DefaultDemoJobYaml();
+  // Its paths are relative to the directory it runs in ("runs/demo/..."): make them absolute.
+  yaml = absl::StrReplaceAll(yaml, {{" runs/demo", absl::StrCat(" ", base.string())}});
+  const std::string path = (base / "job.yaml").string();
+  RM_RETURN_IF_ERROR(WriteFileAtomic(path, yaml));
+  return path;
+}
+
 int RunLocal(const LocalOptions& o, CliIo& io) {
   for (const auto& [what, path] : {std::pair{"trainer", o.trainer},
                                    {"coordinator", o.coordinator_bin},
@@ -108,10 +154,10 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
     return 2;
   }
   // Spec errors name the user's file and line: check the file as written first.
-  const fs::path job_abs = fs::absolute(o.job_path);
-  if (absl::StatusOr<trainer::JobSpec> spec =
-          trainer::ParseJobSpec(*text, job_abs.filename().string(), job_abs.parent_path().string());
-      !spec.ok()) {
+  const fs::path job_abs = fs::absolute(o.job_path).lexically_normal();
+  absl::StatusOr<trainer::JobSpec> spec =
+      trainer::ParseJobSpec(*text, job_abs.filename().string(), job_abs.parent_path().string());
+  if (!spec.ok()) {
     Say(io, std::string(spec.status().message()));
     return 2;
   }
@@ -187,9 +233,9 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
   for (int i = 0; i < o.nodes; ++i) {
     agent::LaunchSpec as;
     const std::string name = absl::StrCat("local-", i);
-    as.argv = {o.agent_bin,  "--coordinator",        target,   "--trainer", o.trainer,
-               "--work-dir", (dir / name).string(),  "--name", name,        "--address",
-               "127.0.0.1",  "--inventory-override", "none"};
+    as.argv = {o.agent_bin,  "--coordinator",        target,   "--trainer",    o.trainer,
+               "--work-dir", (dir / name).string(),  "--name", name,           "--address",
+               "127.0.0.1",  "--inventory-override", "none",   "--throughput", "off"};
     as.env = env;
     as.log_path = (dir / (name + ".log")).string();
     absl::StatusOr<int> apid = launcher.Start(as);
@@ -223,6 +269,11 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
                        " process(es)"));
   exit_code = FollowJob(client, job_id, io);
   shutdown();
+  if (exit_code == 0) {
+    std::string summary = LastEvalSummary(spec->output.dir + "/metrics.jsonl");
+    Say(io, absl::StrCat(summary.empty() ? "" : summary + "; ", "model in ", spec->output.dir,
+                         "/final"));
+  }
   if (exit_code == 0 && !o.keep_dir) {
     std::error_code ec;
     fs::remove_all(dir, ec);

@@ -1,7 +1,12 @@
 #include "cli/local_cluster.h"
 
+#include <stdlib.h>
+
+#include <filesystem>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "trainer/job/job_spec.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ringmaster::cli {
@@ -29,6 +34,28 @@ TEST(LocalCluster, FindsAFreePort) {
   ASSERT_TRUE(p.ok());
   EXPECT_GT(*p, 0);
   EXPECT_LT(*p, 65536);
+}
+
+
+TEST(LocalCluster, DemoJobHasAbsolutePathsAndItsData) {
+  char tmpl[] = "/tmp/demo_job_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  absl::StatusOr<std::string> path = PrepareDemoJob(root);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, root + "/runs/demo/job.yaml");
+  // The job parses from anywhere and names the generated files.
+  absl::StatusOr<trainer::JobSpec> spec = trainer::LoadJobSpec(*path);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->data.train, root + "/runs/demo/data/train.tsv");
+  EXPECT_EQ(spec->output.dir, root + "/runs/demo");
+  EXPECT_TRUE(std::filesystem::exists(spec->data.train));
+  EXPECT_TRUE(std::filesystem::exists(spec->model.vocab));
+  // A second call keeps the data it made.
+  const auto written = std::filesystem::last_write_time(spec->data.train);
+  ASSERT_TRUE(PrepareDemoJob(root).ok());
+  EXPECT_EQ(std::filesystem::last_write_time(spec->data.train), written);
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 //
 //   ringmaster --coordinator HOST:PORT submit JOB.yaml [--follow]
 //   ringmaster --coordinator HOST:PORT status JOB | list | cancel JOB | nodes | logs JOB --rank N
-//   ringmaster local JOB.yaml --nodes N --procs-per-node M [--trainer PATH] [--keep]
+//   ringmaster local [JOB.yaml] --nodes N --procs-per-node M [--trainer PATH] [--keep]
+//       without JOB.yaml: the embedded demo job, its data generated under ./runs/demo
 //
 // --coordinator defaults to $RINGMASTER_COORDINATOR, else 127.0.0.1:7070.
 #include <signal.h>
@@ -33,8 +34,9 @@ constexpr char kUsage[] =
     "  ringmaster [--coordinator HOST:PORT] cancel JOB\n"
     "  ringmaster [--coordinator HOST:PORT] nodes\n"
     "  ringmaster [--coordinator HOST:PORT] logs JOB --rank N\n"
-    "  ringmaster local JOB.yaml --nodes N --procs-per-node M [--trainer PATH]\n"
+    "  ringmaster local [JOB.yaml] --nodes N --procs-per-node M [--trainer PATH]\n"
     "             [--coordinator-binary PATH] [--agent-binary PATH] [--keep]\n"
+    "      without JOB.yaml: the embedded demo job (data generated under ./runs/demo)\n"
     "--coordinator defaults to $RINGMASTER_COORDINATOR, else 127.0.0.1:7070.\n";
 
 std::atomic<bool> g_interrupted{false};
@@ -125,9 +127,20 @@ int main(int argc, char** argv) {
   io.interrupted = [] { return g_interrupted.load(); };
 
   if (cmd == "local") {
-    if (pos.size() != 1) return Usage("local needs one JOB.yaml");
+    if (pos.size() > 1) return Usage("local takes at most one JOB.yaml");
     rc::LocalOptions o;
-    o.job_path = pos[0];
+    if (pos.empty()) {
+      absl::StatusOr<std::string> demo = rc::PrepareDemoJob(".");
+      if (!demo.ok()) {
+        std::fprintf(stderr, "ringmaster local: %s\n",
+                     std::string(demo.status().message()).c_str());
+        return 1;
+      }
+      std::fprintf(stderr, "ringmaster local: the embedded demo job, %s\n", demo->c_str());
+      o.job_path = *demo;
+    } else {
+      o.job_path = pos[0];
+    }
     if (!ParsePositive(flags.count("--nodes") ? flags["--nodes"] : "1", &o.nodes) ||
         !ParsePositive(flags.count("--procs-per-node") ? flags["--procs-per-node"] : "1",
                        &o.procs_per_node)) {
