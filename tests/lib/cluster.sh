@@ -1,0 +1,78 @@
+# A control plane started piece by piece, for tests that kill and restart its parts (sourced).
+#
+#   cluster_init WORKDIR          binaries from $RINGMASTER_BINARY_DIR; picks a free port
+#   start_coordinator [FLAGS...]  (re)starts the coordinator on $CP_PORT with $CP_WORK/coord.db
+#   start_agent NAME [FLAGS...]   starts agent NAME (work dir $CP_WORK/NAME); env via `env` before
+#   job_field JOB FIELD           a field of `ringmaster status JOB` ("phase", "generation", ...)
+#   wait_until SECONDS WHAT CMD...  polls CMD (every 0.1 s) until it succeeds; fails naming WHAT
+#   cluster_stop                  kills everything started here (also on EXIT)
+# PIDs: $COORD_PID, AGENT_PID[NAME].
+declare -A AGENT_PID
+
+cluster_init() {
+  CP_WORK=$1
+  local b=${RINGMASTER_BINARY_DIR:?}
+  CP_CLI=$b/cli/ringmaster
+  CP_COORD=$b/coordinator/ringmaster-coordinator
+  CP_AGENT=$b/agent/ringmaster-agent
+  local bin
+  for bin in "$CP_CLI" "$CP_COORD" "$CP_AGENT"; do
+    [[ -x $bin ]] || { echo "SKIP: $bin not built"; exit 77; }
+  done
+  CP_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  CP_MASTER_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  CP_ADDR=${CP_ADDR:-127.0.0.1}
+  export RINGMASTER_COORDINATOR=$CP_ADDR:$CP_PORT
+}
+
+start_coordinator() {
+  "$CP_COORD" --listen "$CP_ADDR:$CP_PORT" --db "$CP_WORK/coord.db" --master-port "$CP_MASTER_PORT" \
+    "$@" >>"$CP_WORK/coordinator.log" 2>&1 &
+  COORD_PID=$!
+  wait_until 30 "the coordinator to answer" "$CP_CLI" nodes
+}
+
+start_agent() {
+  local name=$1
+  shift
+  "$CP_AGENT" --coordinator "$CP_ADDR:$CP_PORT" --trainer "${TRAINER:?}" --work-dir "$CP_WORK/$name" \
+    --name "$name" --inventory-override none "$@" >>"$CP_WORK/$name.log" 2>&1 &
+  AGENT_PID[$name]=$!
+}
+
+job_field() {
+  "$CP_CLI" status "$1" 2>/dev/null | sed -n "s/^$2: *//p"
+}
+
+wait_until() {
+  local secs=$1 what=$2
+  shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      echo "FAIL: no $what within ${secs}s"
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+cluster_stop() {
+  local p
+  for p in "${AGENT_PID[@]}" ${COORD_PID:-}; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${AGENT_PID[@]}" ${COORD_PID:-}; do
+    timeout 30 tail --pid="$p" -f /dev/null 2>/dev/null || kill -KILL "$p" 2>/dev/null || true
+  done
+  # Trainers that outlived a killed agent.
+  pkill -KILL -f "$CP_WORK/.*/job.yaml" 2>/dev/null || true
+}
+
+# Tail of every log under the cluster's work dir (on failure).
+cluster_logs() {
+  local f
+  for f in "$CP_WORK"/*.log "$CP_WORK"/*/jobs/*/gen-*/rank-*.log; do
+    [[ -f $f ]] || continue
+    echo "--- $f"
+    tail -n 15 "$f"
+  done
+}
