@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# ctest-labels: deploy
+# helm/ringmaster: values.yaml validates against values.schema.json (and a values file with a
+# typo, a wrong enum and a wrong type is rejected, both by jsonschema and by the renderer); the
+# chart renders (scripts/render-chart.sh: Helm's template engine rebuilt from Sprig etc., see
+# docs/operations.md) with --strict for the default values and the P40 example, the rendered
+# objects validate like k8s/ and carry the standard labels, the flags they pass are flags the
+# real binaries accept, and NOTES.txt renders.
+set -euo pipefail
+ROOT=${RINGMASTER_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+BIN=${RINGMASTER_BINARY_DIR:-$ROOT/build}
+PY=$ROOT/.venv/bin/python
+CHART=$ROOT/helm/ringmaster
+command -v go >/dev/null || { echo "no go (scripts/setup.sh installs golang-go)"; exit 77; }
+command -v yamllint >/dev/null || { echo "no yamllint (scripts/setup.sh)"; exit 77; }
+"$PY" -c "import kubernetes_validate" 2>/dev/null || { echo "no kubernetes-validate in .venv (scripts/setup.sh)"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$ROOT"
+render() { scripts/render-chart.sh --strict --release rm --namespace ringmaster "$@" "$CHART"; }
+
+yamllint -s -d '{extends: default, rules: {line-length: {max: 120}, document-start: disable}}' \
+  "$CHART/Chart.yaml" "$CHART/values.yaml" "$CHART"/ci/*.yaml
+grep -qx 'apiVersion: v2' "$CHART/Chart.yaml"
+for f in _helpers.tpl NOTES.txt; do [[ -f $CHART/templates/$f ]] || { echo "FAIL: no templates/$f"; exit 1; }; done
+
+# 1. values.yaml against the schema with an independent validator (Python jsonschema, draft 7).
+cat >"$work/typo.yaml" <<'YAML'
+agent:
+  gpusPerNod: 2
+compression: zstd
+metrics: {trainer: {port: "9500"}}
+YAML
+"$PY" - "$CHART" "$work/typo.yaml" <<'PY'
+import json, sys, jsonschema, yaml
+chart, typo = sys.argv[1], sys.argv[2]
+schema = json.load(open(f"{chart}/values.schema.json"))
+jsonschema.Draft7Validator.check_schema(schema)
+v = jsonschema.Draft7Validator(schema)
+def objects(s, path="$"):
+    if isinstance(s, dict):
+        if s.get("type") == "object" and "properties" in s and s.get("additionalProperties") is not False:
+            sys.exit(f"FAIL: {path} allows unknown keys")
+        for k, x in s.items():
+            objects(x, f"{path}.{k}")
+    elif isinstance(s, list):
+        for i, x in enumerate(s):
+            objects(x, f"{path}[{i}]")
+objects(schema)
+for f in [f"{chart}/values.yaml"] + [f"{chart}/ci/p40-values.yaml"]:
+    errs = list(v.iter_errors(yaml.safe_load(open(f))))
+    if f.endswith("p40-values.yaml"):  # an overlay: check it merged over the defaults
+        base = yaml.safe_load(open(f"{chart}/values.yaml"))
+        def merge(a, b):
+            for k, x in b.items():
+                a[k] = merge(a.get(k, {}), x) if isinstance(x, dict) and isinstance(a.get(k), dict) else x
+            return a
+        errs = list(v.iter_errors(merge(base, yaml.safe_load(open(f)))))
+    if errs:
+        sys.exit(f"FAIL: {f}: " + "; ".join(e.message for e in errs))
+bad = yaml.safe_load(open(f"{chart}/values.yaml"))
+for k, x in yaml.safe_load(open(typo)).items():
+    bad[k] = {**bad[k], **x} if isinstance(x, dict) else x
+bad["metrics"]["trainer"] = {"enabled": True, "port": "9500"}
+msgs = " | ".join(e.message for e in v.iter_errors(bad))
+for needle in ("'gpusPerNod' was unexpected", "'zstd' is not one of", "'9500' is not of type 'integer'"):
+    if needle not in msgs:
+        sys.exit(f"FAIL: jsonschema did not report {needle!r}: {msgs}")
+print("values.schema.json: values.yaml and ci/p40-values.yaml valid, the typo file rejected")
+PY
+
+# 2. The renderer applies the schema too, like helm template.
+if render -f "$work/typo.yaml" >"$work/typo.out" 2>&1; then echo "FAIL: typo values rendered"; exit 1; fi
+grep -q "values don't meet the specifications of the schema" "$work/typo.out"
+grep -q "gpusPerNod" "$work/typo.out" || { cat "$work/typo.out"; echo "FAIL: typo not named"; exit 1; }
+
+# 3. Render and validate: defaults, the P40 example, and everything switched on.
+cat >"$work/all-values.yaml" <<'YAML'
+agent: {gpusPerNode: 8, hostNetwork: true, rack: r7, inventoryOverride: "8xA100:sm_80:80GiB", logMaxBytes: 1048576, logKeep: 3,
+        sharedStorage: {hostPath: /mnt/shared}, trainerEnv: {NCCL_SOCKET_IFNAME: ib0}}
+persistence: {enabled: false}
+metrics: {serviceMonitor: {enabled: true}}
+rbac: {operators: [{kind: Group, name: ops, apiGroup: rbac.authorization.k8s.io}]}
+images: {pullSecrets: [regcred]}
+tls: {enabled: true, existingSecret: my-tls}
+YAML
+for v in default p40 all; do
+  case $v in default) args=() ;; p40) args=(-f "$CHART/ci/p40-values.yaml") ;; all) args=(-f "$work/all-values.yaml") ;; esac
+  render "${args[@]}" >"$work/$v.yaml"
+  "$PY" scripts/validate-manifests.py "$work/$v.yaml" >"$work/$v.txt" || { cat "$work/$v.txt"; exit 1; }
+  echo "$v: $(tail -1 "$work/$v.txt")"
+  render --notes "${args[@]}" >"$work/$v.notes"
+  grep -q "Coordinator (gRPC): rm-ringmaster-coordinator.ringmaster.svc:7070" "$work/$v.notes"
+done
+grep -q "^ok .* ServiceMonitor/" "$work/p40.txt"
+grep -q "image: ringmaster/agent:0.1.0-cuda12" "$work/p40.yaml"
+grep -q "nvidia.com/gpu: 4" "$work/p40.yaml"
+grep -q "compression: int8" "$work/p40.yaml"
+grep -q "NCCL_SOCKET_IFNAME=eth0" "$work/p40.yaml"
+grep -q "hostNetwork: true" "$work/p40.yaml"
+grep -q "compression: auto" "$work/default.yaml"
+
+# 4. Labels, and the flags the chart passes exist in the binaries.
+"$PY" - "$work/default.yaml" "$work/all.yaml" "$BIN" <<'PY'
+import subprocess, sys, yaml
+binaries = {"coordinator": f"{sys.argv[3]}/coordinator/ringmaster-coordinator",
+            "agent": f"{sys.argv[3]}/agent/ringmaster-agent"}
+usage = {k: subprocess.run([b, "--help"], capture_output=True, text=True, check=True).stdout
+         for k, b in binaries.items()}
+for f in sys.argv[1:3]:
+    for d in yaml.safe_load_all(open(f)):
+        labels = d["metadata"].get("labels") or {}
+        for k in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+                  "app.kubernetes.io/managed-by", "helm.sh/chart"):
+            if k not in labels:
+                sys.exit(f"FAIL: {d['kind']}/{d['metadata']['name']} lacks label {k}")
+        if d["kind"] in ("StatefulSet", "DaemonSet"):
+            c = d["spec"]["template"]["spec"]["containers"][0]
+            comp = c["name"]
+            for a in c.get("args", []):
+                if a.startswith("--"):
+                    flag = a.split("=", 1)[0]
+                    if comp == "coordinator" and "=" in a:
+                        sys.exit(f"FAIL: the coordinator takes '--flag value', got {a}")
+                    if flag + " " not in usage[comp] and flag + "\n" not in usage[comp]:
+                        sys.exit(f"FAIL: {comp} has no flag {flag} ({f})")
+print("labels and flags: ok")
+PY
+
+# 5. The checks must be able to fail: a template emitting a misspelt field is caught.
+cp -r "$CHART" "$work/chart"
+sed -i 's/automountServiceAccountToken: false/automountServiceAccountTokens: false/' "$work/chart/templates/agent.yaml"
+scripts/render-chart.sh --strict "$work/chart" >"$work/broken.yaml"
+if "$PY" scripts/validate-manifests.py "$work/broken.yaml" >"$work/broken.txt"; then
+  echo "FAIL: a misspelt field in a template passed"; exit 1
+fi
+grep -qF "'automountServiceAccountTokens' was unexpected" "$work/broken.txt"
+sed -i 's/.Values.agent.shmSize/.Values.agent.shmSizee/' "$work/chart/templates/agent.yaml"
+if scripts/render-chart.sh --strict "$work/chart" >/dev/null 2>"$work/strict.txt"; then
+  echo "FAIL: --strict rendered a reference to a missing value"; exit 1
+fi
+grep -q "shmSizee" "$work/strict.txt"
+echo "deploy_helm_chart: 1 passed, 0 failed"
