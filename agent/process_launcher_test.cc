@@ -77,5 +77,20 @@ TEST_F(ProcessLauncherTest, ExecFailureIsAnError) {
   EXPECT_THAT(std::string(pid.status().message()), HasSubstr("No such file"));
 }
 
+TEST_F(ProcessLauncherTest, ChildGetsSigtermWhenItsLauncherThreadDies) {
+  // What happens to a trainer when its agent is killed: the thread that started it is gone.
+  ProcessLauncher l;
+  LaunchSpec s;
+  s.argv = {"/bin/sh", "-c", "exec sleep 600"};
+  s.log_path = (dir_ / "orphan.log").string();
+  absl::StatusOr<int> pid;
+  std::thread starter([&] { pid = l.Start(s); });
+  starter.join();
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ProcessExit e = WaitFor(l, *pid);
+  EXPECT_EQ(e.signal, SIGTERM);
+  l.Forget(*pid);
+}
+
 }  // namespace
 }  // namespace ringmaster::agent
