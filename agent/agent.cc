@@ -78,6 +78,9 @@ void Agent::Handle(const v1::CoordinatorMessage& msg) {
     case v1::CoordinatorMessage::kRestartRank:
       outcome = ranks_->Restart(msg.restart_rank(), now);
       break;
+    case v1::CoordinatorMessage::kSendLogs:
+      logs_.push_back(ranks_->LogTail(msg.command_id(), msg.send_logs()));
+      break;
     case v1::CoordinatorMessage::COMMAND_NOT_SET:
       return;  // a message without a command (interval change)
   }
@@ -105,9 +108,11 @@ bool Agent::SendReport() {
   for (v1::RankProgress& r : ranks_->Report(now)) *m.add_ranks() = std::move(r);
   for (uint64_t id : acks_) m.add_acked_command_ids(id);
   for (const v1::CommandError& e : errors_) *m.add_command_errors() = e;
+  for (const v1::LogTail& t : logs_) *m.add_logs() = t;
   if (!stream_->Write(m)) return false;
   acks_.clear();
   errors_.clear();
+  logs_.clear();
   last_report_ = now;
   report_now_ = false;
   return true;

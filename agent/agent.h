@@ -71,6 +71,7 @@ class Agent {
   bool report_now_ = false;
   std::vector<uint64_t> acks_;
   std::vector<v1::CommandError> errors_;
+  std::vector<v1::LogTail> logs_;  // answers to SendLogs, sent with the next report
 };
 
 }  // namespace ringmaster::agent

@@ -2,10 +2,14 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "trainer/job/job_spec.h"
@@ -353,6 +357,56 @@ std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
       out.push_back(std::move(rp));
     }
   }
+  return out;
+}
+
+v1::LogTail RankSupervisor::LogTail(uint64_t command_id, const v1::SendLogs& cmd) const {
+  namespace fs = std::filesystem;
+  constexpr uint64_t kMaxBytes = 1 << 20;
+  v1::LogTail out;
+  out.set_command_id(command_id);
+  const std::string& job = cmd.job_id();
+  const bool plain =
+      !job.empty() && job.size() <= 128 && job[0] != '.' &&
+      std::all_of(job.begin(), job.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+      });
+  if (!plain) {
+    out.set_error(absl::StrCat("'", job.substr(0, 64), "' is not a job id"));
+    return out;
+  }
+  const fs::path job_dir = fs::path(options_.work_dir) / "jobs" / job;
+  const std::string file = absl::StrCat("rank-", cmd.global_rank(), ".log");
+  int64_t gen = cmd.generation();
+  std::error_code ec;
+  if (gen < 0) {  // the newest generation with this rank's log
+    for (const fs::directory_entry& e : fs::directory_iterator(job_dir, ec)) {
+      const std::string name = e.path().filename().string();
+      int64_t g = 0;
+      if (name.rfind("gen-", 0) == 0 && absl::SimpleAtoi(name.substr(4), &g) && g > gen &&
+          fs::exists(e.path() / file)) {
+        gen = g;
+      }
+    }
+  }
+  out.set_generation(gen);
+  const fs::path path = job_dir / absl::StrCat("gen-", gen) / file;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (gen < 0 || !in) {
+    out.set_error(absl::StrCat("no log of rank ", cmd.global_rank(), " of job ", job,
+                               gen < 0 ? "" : absl::StrCat(" generation ", gen), " on this node"));
+    return out;
+  }
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  const uint64_t want =
+      std::min<uint64_t>(cmd.max_bytes() == 0 ? kMaxBytes : cmd.max_bytes(), kMaxBytes);
+  const uint64_t n = std::min(size, want);
+  std::string data(n, '\0');
+  in.seekg(static_cast<std::streamoff>(size - n));
+  in.read(data.data(), static_cast<std::streamsize>(n));
+  data.resize(static_cast<size_t>(in.gcount()));
+  out.set_data(std::move(data));
+  out.set_truncated(size > n);
   return out;
 }
 

@@ -74,6 +74,9 @@ class RankSupervisor {
   absl::StatusOr<bool> Start(uint64_t command_id, const v1::StartRanks& cmd, absl::Time now);
   absl::Status Stop(const v1::StopRanks& cmd, absl::Time now);
   absl::Status Restart(const v1::RestartRank& cmd, absl::Time now);
+  // The end of a rank's log (SendLogs). Reads only <work_dir>/jobs/<job>/gen-<g>/rank-<r>.log,
+  // with the job id checked to be a plain name; the answer carries an error when there is none.
+  v1::LogTail LogTail(uint64_t command_id, const v1::SendLogs& cmd) const;
   // Stops every rank (agent shutdown).
   void StopAll(absl::Duration grace, absl::Time now);
 

@@ -226,5 +226,40 @@ TEST_F(RankSupervisorTest, LaunchFailureIsReported) {
   EXPECT_THAT(rep[0].last_error_line(), HasSubstr("No such file"));
 }
 
+TEST_F(RankSupervisorTest, LogTailReadsOnlyItsOwnRankLogs) {
+  const fs::path job = dir_ / "work" / "jobs" / "job-7";
+  fs::create_directories(job / "gen-0");
+  fs::create_directories(job / "gen-2");
+  ASSERT_TRUE(WriteFileAtomic((job / "gen-0" / "rank-1.log").string(), "old\n").ok());
+  ASSERT_TRUE(
+      WriteFileAtomic((job / "gen-2" / "rank-1.log").string(), "line one\nline two\n").ok());
+  v1::SendLogs req;
+  req.set_job_id("job-7");
+  req.set_global_rank(1);
+  req.set_generation(-1);  // the newest generation with that log
+  req.set_max_bytes(9);
+  v1::LogTail t = sup_->LogTail(5, req);
+  EXPECT_EQ(t.command_id(), 5u);
+  EXPECT_EQ(t.error(), "");
+  EXPECT_EQ(t.generation(), 2);
+  EXPECT_EQ(t.data(), "line two\n");
+  EXPECT_TRUE(t.truncated());
+
+  req.set_generation(0);
+  req.set_max_bytes(0);
+  t = sup_->LogTail(6, req);
+  EXPECT_EQ(t.data(), "old\n");
+  EXPECT_FALSE(t.truncated());
+
+  req.set_global_rank(3);
+  EXPECT_THAT(sup_->LogTail(7, req).error(), HasSubstr("no log of rank 3"));
+  // A job id is a name, never a path.
+  for (const char* bad : {"../job-7", "..", "", "job-7/../job-7", "/etc"}) {
+    req.set_job_id(bad);
+    req.set_global_rank(1);
+    EXPECT_THAT(sup_->LogTail(8, req).error(), HasSubstr("is not a job id")) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace ringmaster::agent

@@ -124,24 +124,20 @@ int CmdNodes(CoordinatorClient& client, CliIo& io) {
   return 0;
 }
 
-int CmdLogs(CoordinatorClient& client, const std::string& job_id, int rank, CliIo& io) {
-  absl::StatusOr<v1::JobStatus> st = client.GetJob(job_id);
-  if (!st.ok()) return Error(io, st.status());
-  absl::StatusOr<v1::ListNodesResponse> nodes = client.ListNodes();
-  if (!nodes.ok()) return Error(io, nodes.status());
-  std::string on;
-  for (const v1::NodeInfo& n : nodes->nodes()) {
-    if (n.job_id() == job_id) {
-      absl::StrAppend(&on, on.empty() ? "" : ", ", n.inventory().node_name(), " (",
-                      n.inventory().hostname(), ")");
-    }
+int CmdLogs(CoordinatorClient& client, const std::string& job_id, int rank, uint32_t max_bytes,
+            CliIo& io) {
+  v1::GetLogsRequest req;
+  req.set_job_id(job_id);
+  req.set_rank(static_cast<uint32_t>(rank));
+  req.set_max_bytes(max_bytes);
+  absl::StatusOr<v1::GetLogsResponse> r = client.GetLogs(req);
+  if (!r.ok()) return Error(io, r.status());
+  if (r->truncated()) {
+    Print(io.err,
+          absl::StrCat("(the last ", r->data().size(), " bytes of rank ", rank,
+                       "'s log, generation ", r->generation(), ", node ", r->node_id(), ")\n"));
   }
-  Print(io.out,
-        absl::StrCat("Logs are local to the nodes (the API has no log transfer yet). Rank ", rank,
-                     " of generation ", st->generation(), " writes\n  <agent --work-dir>/jobs/",
-                     job_id, "/gen-", st->generation(), "/rank-", rank,
-                     ".log\non the node that runs it (rotated: .log.1, .log.2, ...).\n",
-                     "Nodes running this job: ", on.empty() ? "none now" : on, "\n"));
+  Print(io.out, r->data());
   return 0;
 }
 

@@ -32,6 +32,9 @@ int CmdList(CoordinatorClient& client, CliIo& io);
 int CmdCancel(CoordinatorClient& client, const std::string& job_id, CliIo& io);
 int CmdNodes(CoordinatorClient& client, CliIo& io);
 // There is no RPC for logs: says where each rank's log lies on its node.
-int CmdLogs(CoordinatorClient& client, const std::string& job_id, int rank, CliIo& io);
+// The end of a rank's log (at most max_bytes; 0: the coordinator's default of 64 KiB), fetched
+// through the coordinator from the agent that ran it.
+int CmdLogs(CoordinatorClient& client, const std::string& job_id, int rank, uint32_t max_bytes,
+            CliIo& io);
 
 }  // namespace ringmaster::cli

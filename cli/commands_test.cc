@@ -33,6 +33,12 @@ class FakeClient final : public CoordinatorClient {
     return s;
   }
   absl::StatusOr<v1::ListNodesResponse> ListNodes() override { return v1::ListNodesResponse(); }
+  absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& req) override {
+    last_logs_request = req;
+    return logs;
+  }
+  v1::GetLogsRequest last_logs_request;
+  absl::StatusOr<v1::GetLogsResponse> logs = absl::NotFoundError("no logs");
   absl::Status WatchJob(const std::string&, const std::function<void(const v1::JobStatus&)>& f,
                         const std::function<bool()>&) override {
     ++watches;
@@ -126,6 +132,28 @@ TEST(Commands, SubmitSendsTheFileWithItsDirectory) {
   EXPECT_EQ(CmdStatus(c, "nope", cap2.io), 1);
   EXPECT_THAT(Captured::Text(cap2.err), HasSubstr("no job nope"));
   fs::remove_all(dir);
+}
+
+TEST(Commands, LogsPrintsTheRanksLogTailAndSaysWhenItIsCut) {
+  FakeClient c;
+  v1::GetLogsResponse r;
+  r.set_node_id("node-000002");
+  r.set_generation(3);
+  r.set_data("step 9 loss 0.1\n");
+  r.set_truncated(true);
+  c.logs = r;
+  Captured cap;
+  EXPECT_EQ(CmdLogs(c, "job-1", 2, 100, cap.io), 0);
+  EXPECT_EQ(c.last_logs_request.job_id(), "job-1");
+  EXPECT_EQ(c.last_logs_request.rank(), 2u);
+  EXPECT_EQ(c.last_logs_request.max_bytes(), 100u);
+  EXPECT_EQ(Captured::Text(cap.out), "step 9 loss 0.1\n");
+  EXPECT_THAT(Captured::Text(cap.err), HasSubstr("generation 3, node node-000002"));
+
+  c.logs = absl::UnavailableError("node-000002 is not connected");
+  Captured cap2;
+  EXPECT_EQ(CmdLogs(c, "job-1", 2, 0, cap2.io), 1);
+  EXPECT_THAT(Captured::Text(cap2.err), HasSubstr("not connected"));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ class CoordinatorClient {
   virtual absl::StatusOr<v1::JobStatus> CancelJob(const std::string& job_id,
                                                   const std::string& reason) = 0;
   virtual absl::StatusOr<v1::ListNodesResponse> ListNodes() = 0;
+  virtual absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& req) = 0;
   // Calls `on_status` with the job's status and every change until a terminal phase (OK), an
   // error, or `cancelled()` returning true (Cancelled). `cancelled` is polled, at least every
   // 200 ms.

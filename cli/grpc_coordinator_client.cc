@@ -96,6 +96,14 @@ absl::StatusOr<v1::ListNodesResponse> GrpcCoordinatorClient::ListNodes() {
   return resp;
 }
 
+absl::StatusOr<v1::GetLogsResponse> GrpcCoordinatorClient::GetLogs(const v1::GetLogsRequest& req) {
+  grpc::ClientContext ctx;
+  impl_->Deadline(&ctx);
+  v1::GetLogsResponse resp;
+  if (grpc::Status s = impl_->stub->GetLogs(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
+  return resp;
+}
+
 absl::Status GrpcCoordinatorClient::WatchJob(
     const std::string& job_id, const std::function<void(const v1::JobStatus&)>& on_status,
     const std::function<bool()>& cancelled) {

@@ -1,7 +1,8 @@
 // ringmaster: the command line for a Ringmaster cluster.
 //
 //   ringmaster --coordinator HOST:PORT submit JOB.yaml [--follow]
-//   ringmaster --coordinator HOST:PORT status JOB | list | cancel JOB | nodes | logs JOB --rank N
+//   ringmaster --coordinator HOST:PORT status JOB | list | cancel JOB | nodes
+//   ringmaster --coordinator HOST:PORT logs JOB --rank N [--bytes B]   (the end of a rank's log)
 //   ringmaster local [JOB.yaml] --nodes N --procs-per-node M [--trainer PATH] [--keep]
 //       without JOB.yaml: the embedded demo job, its data generated under ./runs/demo
 //
@@ -33,7 +34,7 @@ constexpr char kUsage[] =
     "  ringmaster [--coordinator HOST:PORT] list\n"
     "  ringmaster [--coordinator HOST:PORT] cancel JOB\n"
     "  ringmaster [--coordinator HOST:PORT] nodes\n"
-    "  ringmaster [--coordinator HOST:PORT] logs JOB --rank N\n"
+    "  ringmaster [--coordinator HOST:PORT] logs JOB --rank N [--bytes B]\n"
     "  ringmaster local [JOB.yaml] --nodes N --procs-per-node M [--trainer PATH]\n"
     "             [--coordinator-binary PATH] [--agent-binary PATH] [--keep]\n"
     "      without JOB.yaml: the embedded demo job (data generated under ./runs/demo)\n"
@@ -95,9 +96,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> pos;
   std::map<std::string, std::string> flags;
   std::vector<std::string> switches;
-  static const std::vector<std::string> kValued = {
-      "--rank",        "--nodes", "--procs-per-node", "--trainer", "--coordinator-binary",
-      "--agent-binary"};
+  static const std::vector<std::string> kValued = {"--rank",        "--bytes",
+                                                   "--nodes",       "--procs-per-node",
+                                                   "--trainer",     "--coordinator-binary",
+                                                   "--agent-binary"};
   static const std::vector<std::string> kSwitches = {"--follow", "--keep"};
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -178,7 +180,12 @@ int main(int argc, char** argv) {
         rank < 0) {
       return Usage("logs needs a job id and --rank N");
     }
-    return rc::CmdLogs(client, pos[0], rank, io);
+    int bytes = 0;
+    if (flags.count("--bytes") &&
+        (!absl::SimpleAtoi(flags["--bytes"], &bytes) || bytes < 1 || bytes > (1 << 20))) {
+      return Usage("--bytes needs an integer in 1..1048576");
+    }
+    return rc::CmdLogs(client, pos[0], rank, static_cast<uint32_t>(bytes), io);
   }
   return Usage(absl::StrCat("unknown command '", cmd, "'"));
 }

@@ -340,6 +340,9 @@ absl::Status Cluster::OnAgentMessage(const v1::AgentMessage& message) {
     StopStaleRanks(*node, r, *job);
     LogIfError(job->OnRankReport(node->node_id, r), absl::StrCat("job ", r.job_id()));
   }
+  for (const v1::LogTail& t : message.logs()) {
+    if (auto it = pending_logs_.find(t.command_id()); it != pending_logs_.end()) it->second = t;
+  }
   for (const v1::CommandError& e : message.command_errors()) {
     LogWarning(
         absl::StrCat("node ", node->node_id, " refused command ", e.command_id(), ": ", e.error()));
@@ -350,6 +353,57 @@ absl::Status Cluster::OnAgentMessage(const v1::AgentMessage& message) {
   }
   Schedule();
   return absl::OkStatus();
+}
+
+// ---- Logs
+
+absl::StatusOr<v1::GetLogsResponse> Cluster::GetLogs(const v1::GetLogsRequest& request,
+                                                     absl::Duration timeout) {
+  constexpr uint32_t kDefaultBytes = 64 << 10, kMaxBytes = 1 << 20;
+  absl::MutexLock lock(&mu_);
+  JobManager* job = FindJob(request.job_id());
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job '", request.job_id(), "'"));
+  const int rank = static_cast<int>(request.rank());
+  std::optional<std::pair<std::string, int64_t>> where = job->NodeOfRank(rank);
+  if (!where || where->first.empty()) {
+    return absl::NotFoundError(absl::StrCat("job ", job->id(), " has no rank ", rank,
+                                            " in a generation this coordinator started"));
+  }
+  const std::string node_id = where->first;
+  Node* node = FindNode(node_id);
+  if (node == nullptr || node->lost || !node->outbox->attached()) {
+    return absl::UnavailableError(absl::StrCat("rank ", rank, " of job ", job->id(),
+                                               " ran on node ", node_id,
+                                               ", which is not connected"));
+  }
+  v1::CoordinatorMessage msg;
+  v1::SendLogs* send = msg.mutable_send_logs();
+  send->set_job_id(job->id());
+  send->set_global_rank(request.rank());
+  send->set_generation(where->second);
+  send->set_max_bytes(request.max_bytes() == 0 ? kDefaultBytes
+                                               : std::min(request.max_bytes(), kMaxBytes));
+  const uint64_t command_id = node->outbox->Send(std::move(msg));
+  pending_logs_[command_id] = std::nullopt;
+  auto answered = [this, command_id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return pending_logs_[command_id].has_value() || shutdown_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&answered), timeout);
+  std::optional<v1::LogTail> tail = std::move(pending_logs_[command_id]);
+  pending_logs_.erase(command_id);
+  if (!tail) {
+    return absl::DeadlineExceededError(absl::StrCat("node ", node_id, " sent no log of rank ", rank,
+                                                    " within ", absl::FormatDuration(timeout)));
+  }
+  if (!tail->error().empty()) {
+    return absl::NotFoundError(absl::StrCat("node ", node_id, ": ", tail->error()));
+  }
+  v1::GetLogsResponse response;
+  response.set_node_id(node_id);
+  response.set_generation(tail->generation());
+  response.set_data(tail->data());
+  response.set_truncated(tail->truncated());
+  return response;
 }
 
 // ---- Time

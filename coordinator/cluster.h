@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +65,11 @@ class Cluster {
   absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& request);
   absl::StatusOr<v1::JobStatus> CancelJob(const v1::CancelJobRequest& request);
   v1::ListNodesResponse ListNodes();
+  // The end of one rank's log: asks the agent that ran it (SendLogs) and waits up to `timeout`
+  // for its answer. NotFound for an unknown job or a log the agent does not have; Unavailable
+  // when that node is not connected; DeadlineExceeded when it does not answer in time.
+  absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& request,
+                                              absl::Duration timeout);
 
   // ---- Agent service
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
@@ -131,6 +137,8 @@ class Cluster {
   uint64_t next_node_number_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // GetLogs waiting for their agent's LogTail, by SendLogs command id.
+  absl::flat_hash_map<uint64_t, std::optional<v1::LogTail>> pending_logs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringmaster::coordinator

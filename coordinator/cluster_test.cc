@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_replace.h"
@@ -369,6 +370,70 @@ TEST_F(ClusterTest, ACoordinatorRestartReloadsJobsAndNodes) {
 
   // A node registered after the restart gets a fresh id.
   EXPECT_NE(Connect("b", "10.0.0.2"), a);
+}
+
+TEST_F(ClusterTest, GetLogsAsksTheAgentThatRanTheRankAndWaitsForItsAnswer) {
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string b = Connect("b", "10.0.0.2");
+  const std::string job = Submit("2");
+  ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  Drain(*outboxes_[a]);
+  Drain(*outboxes_[b]);
+  v1::GetLogsRequest req;
+  req.set_job_id(job);
+  req.set_rank(1);  // b's: nodes are ordered by name
+  absl::StatusOr<v1::GetLogsResponse> got = absl::UnknownError("not run");
+  std::thread asker([&] { got = cluster_->GetLogs(req, absl::Seconds(60)); });
+  std::optional<v1::CoordinatorMessage> ask;
+  const absl::Time until = absl::Now() + absl::Seconds(30);  // bounds a broken test only
+  while (!ask && absl::Now() < until) {
+    ask = outboxes_[b]->TryPop();
+    if (!ask) std::this_thread::yield();
+  }
+  ASSERT_TRUE(ask.has_value());
+  ASSERT_TRUE(ask->has_send_logs());
+  EXPECT_EQ(ask->send_logs().job_id(), job);
+  EXPECT_EQ(ask->send_logs().global_rank(), 1u);
+  EXPECT_EQ(ask->send_logs().generation(), 0);
+  EXPECT_EQ(ask->send_logs().max_bytes(), 64u << 10);
+  v1::AgentMessage m;
+  m.set_node_id(b);
+  v1::LogTail* t = m.add_logs();
+  t->set_command_id(ask->command_id());
+  t->set_generation(0);
+  t->set_data("step 3 loss 0.5\n");
+  ASSERT_TRUE(cluster_->OnAgentMessage(m).ok());
+  asker.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->node_id(), b);
+  EXPECT_EQ(got->data(), "step 3 loss 0.5\n");
+
+  // Nobody answers: a deadline error naming the node.
+  absl::StatusOr<v1::GetLogsResponse> late = cluster_->GetLogs(req, absl::Milliseconds(50));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(late.status().message()), HasSubstr(b));
+  Drain(*outboxes_[b]);  // its unanswered SendLogs
+  // The agent has no such log: its error comes back.
+  std::thread asker2([&] { got = cluster_->GetLogs(req, absl::Seconds(60)); });
+  std::optional<v1::CoordinatorMessage> ask2;
+  while (!ask2 && absl::Now() < until) {
+    ask2 = outboxes_[b]->TryPop();
+    if (!ask2) std::this_thread::yield();
+  }
+  ASSERT_TRUE(ask2.has_value());
+  v1::AgentMessage m2;
+  m2.set_node_id(b);
+  m2.add_logs()->set_command_id(ask2->command_id());
+  m2.mutable_logs(0)->set_error("no log of rank 1");
+  ASSERT_TRUE(cluster_->OnAgentMessage(m2).ok());
+  asker2.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("no log of rank 1"));
+
+  req.set_rank(2);
+  EXPECT_EQ(cluster_->GetLogs(req, absl::Seconds(1)).status().code(), absl::StatusCode::kNotFound);
+  req.set_job_id("job-nope");
+  EXPECT_EQ(cluster_->GetLogs(req, absl::Seconds(1)).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

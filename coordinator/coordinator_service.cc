@@ -11,6 +11,7 @@ namespace ringmaster::coordinator {
 namespace {
 
 constexpr absl::Duration kDefaultWatchInterval = absl::Seconds(1);
+constexpr absl::Duration kLogsTimeout = absl::Seconds(15);  // an agent answers on its next read
 // How often a quiet WatchJob checks whether its client went away.
 constexpr absl::Duration kCancelPoll = absl::Milliseconds(250);
 
@@ -48,6 +49,12 @@ grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext*,
                                                const v1::CancelJobRequest* request,
                                                v1::JobStatus* response) {
   return Reply(cluster_.CancelJob(*request), response);
+}
+
+grpc::Status CoordinatorServiceImpl::GetLogs(grpc::ServerContext*,
+                                             const v1::GetLogsRequest* request,
+                                             v1::GetLogsResponse* response) {
+  return Reply(cluster_.GetLogs(*request, kLogsTimeout), response);
 }
 
 grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,

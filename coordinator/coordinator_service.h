@@ -25,6 +25,8 @@ class CoordinatorServiceImpl final : public v1::Coordinator::Service {
                         grpc::ServerWriter<v1::JobStatus>* writer) override;
   grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
                          v1::ListNodesResponse* response) override;
+  grpc::Status GetLogs(grpc::ServerContext* context, const v1::GetLogsRequest* request,
+                       v1::GetLogsResponse* response) override;
 
  private:
   Cluster& cluster_;

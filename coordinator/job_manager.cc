@@ -191,6 +191,8 @@ absl::Status JobManager::Launch() {
   absl::Status persisted = Persist();
 
   ranks_.assign(plan_->world_size, RankState{});
+  last_rank_nodes_.assign(static_cast<size_t>(plan_->world_size), std::string());
+  last_generation_ = generation();
   start_commands_.clear();
   progressed_ = false;
   for (const NodePlan& np : plan_->nodes) {
@@ -205,6 +207,7 @@ absl::Status JobManager::Launch() {
     for (int r = np.first_rank; r < np.first_rank + np.num_ranks; ++r) {
       const RankPlan& rp = plan_->ranks[r];
       ranks_[r].node_id = np.node_id;
+      last_rank_nodes_[static_cast<size_t>(r)] = np.node_id;
       v1::RankLaunch* launch = start->add_ranks();
       launch->set_global_rank(static_cast<uint32_t>(rp.global_rank));
       launch->set_local_rank(static_cast<uint32_t>(rp.local_rank));
@@ -235,6 +238,11 @@ void JobManager::StopParticipants(int64_t generation, std::string_view reason,
     stop->set_reason(std::string(reason));
     p.channel->Send(std::move(msg));
   }
+}
+
+std::optional<std::pair<std::string, int64_t>> JobManager::NodeOfRank(int rank) const {
+  if (rank < 0 || rank >= static_cast<int>(last_rank_nodes_.size())) return std::nullopt;
+  return std::make_pair(last_rank_nodes_[static_cast<size_t>(rank)], last_generation_);
 }
 
 void JobManager::ClearGeneration() {

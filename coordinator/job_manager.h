@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -102,6 +103,10 @@ class JobManager {
 
   // The job as the CLI sees it.
   v1::JobStatus Status();
+  // The node that ran `rank` in the newest generation this coordinator started, and that
+  // generation (kept after the job ends, for its logs). Nullopt: no such rank, or none started
+  // since this coordinator started.
+  std::optional<std::pair<std::string, int64_t>> NodeOfRank(int rank) const;
   const JobRecord& record() const { return record_; }
 
  private:
@@ -143,6 +148,10 @@ class JobManager {
   std::vector<RankState> ranks_;                               // by global rank, while Running
   absl::flat_hash_map<uint64_t, std::string> start_commands_;  // StartRanks id → node
   bool progressed_ = false;  // some rank of this generation has reported progress
+
+  // Where each rank of the newest started generation ran (survives ClearGeneration).
+  std::vector<std::string> last_rank_nodes_;
+  int64_t last_generation_ = -1;
 
   // Progress, from rank 0 (step, loss) and every rank (samples/s).
   int64_t step_ = 0;

@@ -6,8 +6,9 @@
 # cached in its work dir); the coordinator then gives each rank a share of every global batch
 # proportional to that figure. Checks: the slowed node measured slower, the fast rank gets the
 # larger share (ratio within the measured speed ratio's neighbourhood), the probe is cached (a
-# restarted agent does not probe again), and the job's final weights equal a single-process run
-# on the same global batch (uneven shares, exact gradient: per-sample loss weighting).
+# restarted agent does not probe again), the job's final weights equal a single-process run on
+# the same global batch (uneven shares, exact gradient: per-sample loss weighting), and
+# `ringmaster logs` fetches a rank's log from its agent.
 set -euo pipefail
 T=${TRAINER:?}
 PY=${RINGMASTER_PYTHON:-python3}
@@ -76,6 +77,17 @@ if out=$("$PY" "$here/lib/compare_weights.py" "$work/out/final/model.safetensors
   echo "ok   uneven shares vs one process: $out"
 else
   echo "FAIL uneven shares vs one process: $out"; fail=1
+fi
+
+# Log transfer: rank 1's log, fetched through the coordinator from its agent.
+if "$CP_CLI" logs "$id" --rank 1 >"$work/rank1.txt" 2>"$work/rank1.err" &&
+  grep -q "rank 1 takes $s_slow of every 40 samples" "$work/rank1.txt"; then
+  echo "ok   ringmaster logs --rank 1 returned the rank's log ($(wc -c <"$work/rank1.txt") bytes)"
+else
+  echo "FAIL ringmaster logs --rank 1"; cat "$work/rank1.err"; fail=1
+fi
+if "$CP_CLI" logs "$id" --rank 5 >/dev/null 2>"$work/rank5.err"; then
+  echo "FAIL logs of a rank that does not exist succeeded"; fail=1
 fi
 
 # A restarted agent reuses its measurement.
