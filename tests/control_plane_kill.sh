@@ -82,7 +82,9 @@ wait_until 120 "a checkpoint at step 8" committed_at_least 8 || on_fail "no prog
 c1=$(committed)
 pkill -KILL -f "$work/a1/jobs/$id/gen-0/job.yaml" || on_fail "no trainer of a1 to kill"
 echo "killed a1's trainer (committed: step $c1)"
+t=$SECONDS
 wait_until 60 "generation 1 running" running_gen 1 || on_fail "no restart after the trainer kill"
+echo "     generation 1 running $((SECONDS - t)) s after the kill"
 check_resume 1 "$c1"
 
 # 2. kill -9 the agent a1 (its trainer gets SIGTERM and checkpoints with its peer), restart it.
@@ -91,7 +93,9 @@ c2=$(committed)
 kill -KILL "${AGENT_PID[a1]}"
 echo "killed agent a1 (committed: step $c2)"
 start_agent a1 --throughput off  # as systemd's Restart= or a DaemonSet would
+t=$SECONDS
 wait_until 60 "generation 2 running" running_gen 2 || on_fail "no restart after the agent kill"
+echo "     generation 2 running $((SECONDS - t)) s after the kill"
 c2b=$(committed)
 check_resume 2 "$c2"
 
@@ -101,8 +105,10 @@ c3=$(committed)
 [[ $(job_field "$id" phase) == Running ]] || on_fail "the job was no longer running at the coordinator kill"
 kill -KILL "$COORD_PID"
 echo "killed the coordinator (committed: step $c3)"
+t=$SECONDS
 start_coordinator --lost-after 3s --last-call 1s
 wait_until 60 "generation 3 running" running_gen 3 || on_fail "the restored coordinator did not restart the job"
+echo "     generation 3 running $((SECONDS - t)) s after the coordinator restarted"
 check_resume 3 "$c3"
 
 wait_until 300 "the job to end" bash -c "[[ \$('$CP_CLI' status $id | sed -n 's/^phase: *//p') =~ Succeeded|Failed|Cancelled ]]" ||
