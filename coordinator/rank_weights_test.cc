@@ -42,23 +42,32 @@ TEST(RankWeightsTest, EqualSharesLeaveTheVariableUnset) {
 TEST(RankWeightsTest, MixedWeightsAreReadBackByTheTrainer) {
   const std::vector<double> w = {4.0 / 3, 4.0 / 3, 2.0 / 3, 2.0 / 3, 1, 1};
   const std::string text = FormatRankWeights(w);
-  EXPECT_EQ(text, "1.333,1.333,0.6667,0.6667,1,1");
+  EXPECT_EQ(text, "1.333*2,0.6667*2,1*2");
   absl::StatusOr<std::vector<double>> back = TrainerReads(text, 6);
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->size(), 6u);
   for (size_t i = 0; i < w.size(); ++i) EXPECT_THAT((*back)[i], DoubleNear(w[i], 1e-3));
 }
 
-TEST(RankWeightsTest, BudgetCoversSixteenThousandMixedRanks) {
+TEST(RankWeightsTest, SingleRanksAndRunsMix) {
+  const std::string text = FormatRankWeights({2, 1, 1, 1, 3});
+  EXPECT_EQ(text, "2,1*3,3");
+  absl::StatusOr<std::vector<double>> back = TrainerReads(text, 5);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, (std::vector<double>{2, 1, 1, 1, 3}));
+}
+
+TEST(RankWeightsTest, BudgetCoversFourThousandNodesOfEightGpusWithMixedSpeeds) {
   std::vector<double> w;
-  for (int node = 0; node < 2048; ++node) w.insert(w.end(), 8, node % 2 ? 2.0 / 3 : 4.0 / 3);
+  for (int node = 0; node < 4096; ++node) w.insert(w.end(), 8, node % 2 ? 2.0 / 3 : 4.0 / 3);
   const std::string text = FormatRankWeights(w);
   EXPECT_LE(text.size(), kMaxRankWeightsBytes);
-  absl::StatusOr<std::vector<double>> back = TrainerReads(text, 2048 * 8);
+  absl::StatusOr<std::vector<double>> back = TrainerReads(text, 4096 * 8);
   ASSERT_TRUE(back.ok()) << back.status();
-  ASSERT_EQ(back->size(), 2048u * 8);
+  ASSERT_EQ(back->size(), 4096u * 8);
   EXPECT_DOUBLE_EQ((*back)[7], 1.333);
   EXPECT_DOUBLE_EQ((*back)[8], 0.6667);
+  EXPECT_DOUBLE_EQ((*back)[32767], 0.6667);
 }
 
 }  // namespace
