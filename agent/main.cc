@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/agent.h"
 #include "agent/grpc_coordinator_link.h"
 #include "agent/inventory.h"
@@ -57,6 +58,9 @@ int Fail(const std::string& msg) {
 
 int main(int argc, char** argv) {
   ringmaster::SetLogProgramName("ringmaster-agent");
+  // Debian builds Abseil without NDEBUG, which leaves absl::Mutex deadlock detection on: a
+  // third of the coordinator's time at 4096 nodes (coordinator/bench/bench_scale.cc).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::map<std::string, std::string> flags;
   std::vector<std::string> addresses;
   static const char* kKnown[] = {

@@ -53,6 +53,7 @@ absl::Status Cluster::Load() {
   for (NodeRecord& r : *nodes) {
     Node& n = AddNode(r.node_id);
     n.inventory = InventoryToProto(r.inventory);
+    node_by_name_[n.inventory.node_name()] = n.node_id;
     n.registered_at = r.registered_at;
     n.last_heartbeat_at = r.last_seen_at;
     uint64_t number = 0;
@@ -230,8 +231,8 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   Node* node = FindNode(request.previous_node_id());
   if (node != nullptr && node->inventory.node_name() != inv.node_name()) node = nullptr;
   if (node == nullptr) {
-    for (auto& [id, n] : nodes_) {
-      if (n.inventory.node_name() == inv.node_name()) node = &n;
+    if (auto it = node_by_name_.find(inv.node_name()); it != node_by_name_.end()) {
+      node = FindNode(it->second);
     }
   }
   if (node != nullptr && !node->lost) {
@@ -255,6 +256,7 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
     node->verify_ranks = job != nullptr && job->phase() == JobPhase::kRunning;
   }
   node->inventory = inv;
+  node_by_name_[inv.node_name()] = node->node_id;
   node->agent_version = request.agent_version();
   node->last_heartbeat_at = now;
   node->lost = false;
@@ -430,7 +432,7 @@ void Cluster::Tick() {
   Schedule();
 }
 
-void Cluster::Schedule() {
+void Cluster::OfferFreeNodes() {
   absl::flat_hash_set<std::string> busy;
   for (auto& job : jobs_) {
     if (job->terminal()) continue;
@@ -456,6 +458,15 @@ void Cluster::Schedule() {
       LogIfError(job->Join(pn, n->outbox), absl::StrCat("job ", job->id()));
     }
   }
+}
+
+void Cluster::Schedule() {
+  // Offering nodes scans and sorts every node: only when some job is gathering them (this runs on
+  // every agent message; at 4096 nodes the scan made each heartbeat cost ~15 ms).
+  const bool gathering = std::any_of(jobs_.begin(), jobs_.end(), [](auto& job) {
+    return !job->terminal() && job->AcceptingNodes();
+  });
+  if (gathering) OfferFreeNodes();
   for (auto& job : jobs_) {
     const int64_t want = job->terminal() ? -1 : job->generation();
     auto it = kv_generation_.find(job->id());

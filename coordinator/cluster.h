@@ -120,6 +120,8 @@ class Cluster {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Offers free, live nodes to jobs in rendezvous; syncs the KV scopes; bumps the version.
   void Schedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Schedule's first part: free, live, connected nodes to jobs in rendezvous, oldest job first.
+  void OfferFreeNodes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewNodeId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ClusterOptions options_;
@@ -129,8 +131,9 @@ class Cluster {
   const std::shared_ptr<std::atomic<uint64_t>> command_ids_;
 
   absl::Mutex mu_;
-  std::map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);              // by node id
-  std::vector<std::unique_ptr<JobManager>> jobs_ ABSL_GUARDED_BY(mu_);  // oldest first
+  std::map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);                           // by node id
+  absl::flat_hash_map<std::string, std::string> node_by_name_ ABSL_GUARDED_BY(mu_);  // name → id
+  std::vector<std::unique_ptr<JobManager>> jobs_ ABSL_GUARDED_BY(mu_);               // oldest first
   absl::flat_hash_map<std::string, size_t> job_index_ ABSL_GUARDED_BY(mu_);
   // What the KV store was last told per job: generation, or -1 once ended.
   absl::flat_hash_map<std::string, int64_t> kv_generation_ ABSL_GUARDED_BY(mu_);
