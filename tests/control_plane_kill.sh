@@ -50,15 +50,7 @@ echo "job $id"
 fail=0
 on_fail() { echo "FAIL: $*"; cluster_logs; exit 1; }
 
-committed() {  # newest step with a manifest (a committed checkpoint), 0 if none
-  local m s=0
-  for m in "$work"/out/checkpoints/step-*/manifest.json; do
-    [[ -f $m ]] || continue
-    m=${m%/manifest.json}
-    s=$((10#${m##*step-}))
-  done
-  echo "$s"
-}
+committed() { committed_step "$work/out"; }
 committed_at_least() { (($(committed) >= $1)); }
 running_gen() { [[ $(job_field "$id" phase) == Running && $(job_field "$id" generation) -ge $1 ]]; }
 # The step generation $1 resumed from, from its rank 0's log.
@@ -120,24 +112,11 @@ restarts=$(job_field "$id" restarts)
 [[ $restarts == 2/5 ]] || { echo "FAIL: restarts $restarts, expected 2/5"; fail=1; }
 
 # The final lineage's loss at every step against the uninterrupted run; then the weights.
-if out=$("$PY" - "$work/out/metrics.jsonl" "$work/ref/metrics.jsonl" "$steps" <<'PYEOF'
-import json, sys
-def losses(path):
-    last = {}
-    for line in open(path):
-        j = json.loads(line)
-        if "loss" in j:
-            last[j["step"]] = j["loss"]  # a resumed run logs its steps again: the last one counts
-    return last
-got, ref, n = losses(sys.argv[1]), losses(sys.argv[2]), int(sys.argv[3])
-missing = [s for s in range(1, n + 1) if s not in got]
-if missing or sorted(ref) != list(range(1, n + 1)):
-    sys.exit(f"steps missing: {missing[:10]}")
-worst = max(abs(got[s] - ref[s]) / max(abs(ref[s]), 1e-6) for s in ref)
-print(f"{n} step losses, max relative diff {worst:.2e}")
-sys.exit(0 if worst < 1e-4 else 1)
-PYEOF
-); then echo "ok   losses vs uninterrupted run: $out"; else echo "FAIL losses vs uninterrupted run: $out"; fail=1; fi
+if out=$("$PY" "$here/lib/compare_losses.py" "$work/out/metrics.jsonl" "$work/ref/metrics.jsonl" "$steps"); then
+  echo "ok   losses vs uninterrupted run: $out"
+else
+  echo "FAIL losses vs uninterrupted run: $out"; fail=1
+fi
 if out=$("$PY" "$here/lib/compare_weights.py" "$work/out/final/model.safetensors" \
   "$work/ref/final/model.safetensors" 5e-5 1e-4); then
   echo "ok   final weights vs uninterrupted run: $out"

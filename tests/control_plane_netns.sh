@@ -104,15 +104,7 @@ wait_until 30 "three ready agents" three_ready
 "$CP_CLI" nodes
 id=$("$CP_CLI" submit "$(job out)")
 on_fail() { echo "FAIL: $*"; cluster_logs; exit 1; }
-committed() {
-  local m s=0
-  for m in "$work"/out/checkpoints/step-*/manifest.json; do
-    [[ -f $m ]] || continue
-    m=${m%/manifest.json}
-    s=$((10#${m##*step-}))
-  done
-  echo "$s"
-}
+committed() { committed_step "$work/out"; }
 committed_at_least() { (($(committed) >= $1)); }
 running_with() {  # generation >= $1 running with $2 ranks
   local st
@@ -149,24 +141,11 @@ if "$CP_CLI" nodes | grep '^a2 ' | grep -q Lost; then
 else
   echo "FAIL a2 is not shown Lost"; "$CP_CLI" nodes; fail=1
 fi
-if out=$("$PY" - "$work/out/metrics.jsonl" "$work/ref/metrics.jsonl" "$steps" <<'PYEOF'
-import json, sys
-def losses(path):
-    last = {}
-    for line in open(path):
-        j = json.loads(line)
-        if "loss" in j:
-            last[j["step"]] = j["loss"]
-    return last
-got, ref, n = losses(sys.argv[1]), losses(sys.argv[2]), int(sys.argv[3])
-missing = [s for s in range(1, n + 1) if s not in got]
-if missing:
-    sys.exit(f"steps missing: {missing[:10]}")
-worst = max(abs(got[s] - ref[s]) / max(abs(ref[s]), 1e-6) for s in ref)
-print(f"{n} step losses, max relative diff {worst:.2e}")
-sys.exit(0 if worst < 1e-4 else 1)
-PYEOF
-); then echo "ok   losses vs uninterrupted run: $out"; else echo "FAIL losses vs uninterrupted run: $out"; fail=1; fi
+if out=$("$PY" "$here/lib/compare_losses.py" "$work/out/metrics.jsonl" "$work/ref/metrics.jsonl" "$steps"); then
+  echo "ok   losses vs uninterrupted run: $out"
+else
+  echo "FAIL losses vs uninterrupted run: $out"; fail=1
+fi
 if out=$("$PY" "$here/lib/compare_weights.py" "$work/out/final/model.safetensors" \
   "$work/ref/final/model.safetensors" 5e-5 1e-4); then
   echo "ok   final weights vs uninterrupted run: $out"

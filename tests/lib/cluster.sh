@@ -6,6 +6,7 @@
 #   job_field JOB FIELD           a field of `ringmaster status JOB` ("phase", "generation", ...)
 #   wait_until SECONDS WHAT CMD...  polls CMD (every 0.1 s) until it succeeds; fails naming WHAT
 #   cluster_stop                  kills everything started here (also on EXIT)
+#   committed_step DIR            newest checkpoint step with a manifest under DIR/checkpoints, or 0
 # PIDs: $COORD_PID, AGENT_PID[NAME].
 declare -A AGENT_PID
 
@@ -75,4 +76,14 @@ cluster_logs() {
     echo "--- $f"
     tail -n 15 "$f"
   done
+}
+
+committed_step() {
+  local m s=0
+  for m in "$1"/checkpoints/step-*/manifest.json; do
+    [[ -f $m ]] || continue
+    m=${m%/manifest.json}
+    s=$((10#${m##*step-}))
+  done
+  echo "$s"
 }
