@@ -71,9 +71,8 @@ absl::Status LineError(const std::string& path, int64_t line, absl::string_view 
   return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": ", problem));
 }
 
-absl::StatusOr<std::vector<Example>> ReadTsvImpl(const std::string& path, LabelMode mode,
-                                                 int num_labels) {
-  RM_ASSIGN_OR_RETURN(std::string data, ReadFile(path, kMaxFileBytes));
+absl::StatusOr<std::vector<Example>> ParseTsvImpl(absl::string_view data, const std::string& path,
+                                                  LabelMode mode, int num_labels) {
   absl::string_view rest(data);
   // Spreadsheet exports often start with a byte order mark; it is not part of the header name.
   if (rest.substr(0, 3) == "\xEF\xBB\xBF") rest.remove_prefix(3);
@@ -170,19 +169,54 @@ absl::StatusOr<std::vector<Example>> ReadTsvImpl(const std::string& path, LabelM
   return out;
 }
 
+// The file-size limit ReadFile applies, for data that did not come through ReadFile.
+absl::Status CheckSize(size_t size, absl::string_view source) {
+  if (size > kMaxFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": ", size, " bytes exceeds the limit of ", kMaxFileBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNumLabels(absl::string_view source, int num_labels) {
+  if (num_labels < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": num_labels must be at least 1, got ", num_labels));
+  }
+  return absl::OkStatus();
+}
+
+LabelMode ModeFor(int num_labels) {
+  return num_labels == 1 ? LabelMode::kRegression : LabelMode::kClass;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<Example>> ReadTsv(const std::string& path, int num_labels) {
-  if (num_labels < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": num_labels must be at least 1, got ", num_labels));
-  }
-  return ReadTsvImpl(path, num_labels == 1 ? LabelMode::kRegression : LabelMode::kClass,
-                     num_labels);
+  RM_RETURN_IF_ERROR(CheckNumLabels(path, num_labels));
+  RM_ASSIGN_OR_RETURN(std::string data, ReadFile(path, kMaxFileBytes));
+  return ParseTsvImpl(data, path, ModeFor(num_labels), num_labels);
 }
 
 absl::StatusOr<std::vector<Example>> ReadTsvForPredict(const std::string& path) {
-  return ReadTsvImpl(path, LabelMode::kOptional, 0);
+  RM_ASSIGN_OR_RETURN(std::string data, ReadFile(path, kMaxFileBytes));
+  return ParseTsvImpl(data, path, LabelMode::kOptional, 0);
+}
+
+absl::StatusOr<std::vector<Example>> ParseTsv(std::string_view data, std::string_view source,
+                                              int num_labels) {
+  const std::string src(source);
+  RM_RETURN_IF_ERROR(CheckNumLabels(src, num_labels));
+  RM_RETURN_IF_ERROR(CheckSize(data.size(), src));
+  return ParseTsvImpl(absl::string_view(data.data(), data.size()), src, ModeFor(num_labels),
+                      num_labels);
+}
+
+absl::StatusOr<std::vector<Example>> ParseTsvForPredict(std::string_view data,
+                                                        std::string_view source) {
+  const std::string src(source);
+  RM_RETURN_IF_ERROR(CheckSize(data.size(), src));
+  return ParseTsvImpl(absl::string_view(data.data(), data.size()), src, LabelMode::kOptional, 0);
 }
 
 }  // namespace ringmaster::trainer

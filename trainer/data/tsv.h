@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,5 +28,11 @@ absl::StatusOr<std::vector<Example>> ReadTsv(const std::string& path, int num_la
 // required. When a "label" column exists it must hold finite numbers (kept as they are, so a
 // caller can score predictions); when it does not, every label is 0.
 absl::StatusOr<std::vector<Example>> ReadTsvForPredict(const std::string& path);
+
+// The same two on file contents already in memory; `source` stands for the path in errors.
+absl::StatusOr<std::vector<Example>> ParseTsv(std::string_view data, std::string_view source,
+                                              int num_labels);
+absl::StatusOr<std::vector<Example>> ParseTsvForPredict(std::string_view data,
+                                                        std::string_view source);
 
 }  // namespace ringmaster::trainer

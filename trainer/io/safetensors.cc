@@ -246,8 +246,24 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
   ::close(fd);  // the mapping keeps the file alive
   r->map_ = map;
   r->map_size_ = file_size;
-  const uint8_t* base = static_cast<const uint8_t*>(map);
+  RM_RETURN_IF_ERROR(r->Parse(static_cast<const uint8_t*>(map), file_size));
+  return r;
+}
 
+absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::FromBuffer(
+    const uint8_t* bytes, size_t size, std::string name) {
+  std::unique_ptr<SafetensorsReader> r(new SafetensorsReader());
+  r->path_ = std::move(name);
+  if (size < 8) {
+    return Corrupt(r->path_, absl::StrCat("truncated: buffer is ", size,
+                                          " bytes, shorter than the 8-byte header length"));
+  }
+  RM_RETURN_IF_ERROR(r->Parse(bytes, size));
+  return r;
+}
+
+absl::Status SafetensorsReader::Parse(const uint8_t* base, size_t file_size) {
+  const std::string& path = path_;
   uint64_t header_len = 0;
   std::memcpy(&header_len, base, 8);
   if (header_len == 0) return Corrupt(path, "header length is 0");
@@ -261,7 +277,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
   }
   const char* hbegin = reinterpret_cast<const char*>(base + 8);
   const char* hend = hbegin + header_len;
-  r->data_ = base + 8 + header_len;
+  data_ = base + 8 + header_len;
   const size_t data_size = file_size - 8 - header_len;
 
   // nlohmann keeps the last of duplicate keys silently; a parser callback sees every key, so a
@@ -301,19 +317,19 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
           return Corrupt(path,
                          absl::StrCat("'__metadata__' value for '", m.key(), "' is not a string"));
         }
-        r->metadata_[m.key()] = m.value().get<std::string>();
+        metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
     TensorInfo t;
     t.name = it.key();
     RM_RETURN_IF_ERROR(ParseTensorEntry(path, it.value(), &t));
-    r->tensors_.push_back(std::move(t));
+    tensors_.push_back(std::move(t));
   }
   // As the reference does: sorted by offsets, the ranges must tile the buffer exactly, with no
   // gap, no overlap and nothing after the last tensor.
   std::vector<const TensorInfo*> by_offset;
-  for (const TensorInfo& t : r->tensors_) by_offset.push_back(&t);
+  for (const TensorInfo& t : tensors_) by_offset.push_back(&t);
   std::stable_sort(by_offset.begin(), by_offset.end(),
                    [](const TensorInfo* a, const TensorInfo* b) {
                      return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);
@@ -342,8 +358,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
     return Corrupt(path, absl::StrCat("data is ", data_size, " bytes but the tensors cover only ",
                                       expected, " (trailing bytes not indexed by the header)"));
   }
-  for (size_t i = 0; i < r->tensors_.size(); ++i) r->index_[r->tensors_[i].name] = i;
-  return r;
+  for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
+  return absl::OkStatus();
 }
 
 SafetensorsReader::SafetensorsReader(SafetensorsReader&& other) noexcept {
@@ -388,7 +404,9 @@ absl::Status SafetensorsReader::ReadFloat(const TensorInfo& t, float* out, size_
   const uint8_t* p = data(t);
   switch (t.dtype) {
     case DType::kF32:
-      std::memcpy(out, p, n * sizeof(float));
+      // An empty tensor may come with out == nullptr (an empty vector's data()), and memcpy
+      // with a null pointer is undefined even for 0 bytes (found by safetensors_fuzz).
+      if (n > 0) std::memcpy(out, p, n * sizeof(float));
       return absl::OkStatus();
     case DType::kF64:
       for (size_t i = 0; i < n; ++i) {

@@ -36,6 +36,12 @@ struct TensorInfo {
 class SafetensorsReader {
  public:
   static absl::StatusOr<std::unique_ptr<SafetensorsReader>> Open(const std::string& path);
+  // The same checks on `size` bytes already in memory, which the caller keeps alive and
+  // unchanged for the reader's lifetime (the reader does not copy them). `name` stands for the
+  // path in errors and path().
+  static absl::StatusOr<std::unique_ptr<SafetensorsReader>> FromBuffer(const uint8_t* bytes,
+                                                                       size_t size,
+                                                                       std::string name);
 
   SafetensorsReader(SafetensorsReader&& other) noexcept;
   SafetensorsReader& operator=(SafetensorsReader&& other) noexcept;
@@ -56,9 +62,12 @@ class SafetensorsReader {
  private:
   SafetensorsReader() = default;
   void Unmap();
+  // Validates the header of the `size` bytes at `base` and fills tensors_, index_, metadata_
+  // and data_; errors name path_.
+  absl::Status Parse(const uint8_t* base, size_t size);
 
   std::string path_;
-  void* map_ = nullptr;
+  void* map_ = nullptr;  // null for FromBuffer
   size_t map_size_ = 0;
   const uint8_t* data_ = nullptr;  // start of the byte buffer, inside the mapping
   std::vector<TensorInfo> tensors_;

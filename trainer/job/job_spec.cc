@@ -7,6 +7,8 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -20,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ringmaster::trainer {
@@ -226,7 +229,9 @@ class MapReader {
       return;
     }
     for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node& key = it->first;
+      // A copy, not a reference: yaml-cpp's iterator hands out a temporary key/value pair, so
+      // a reference to it->first dangles once this statement ends (found by job_spec_fuzz).
+      const YAML::Node key = it->first;
       const YAML::Mark key_mark = key.Mark();
       if (!key.IsScalar()) {
         errors_.Add(&key_mark, absl::StrCat(path_.empty() ? "top level" : path_,
@@ -659,6 +664,65 @@ void Validate(const JobSpec& s, const Marks* marks, Errors& errors) {
   }
 }
 
+// The documents of a YAML stream, found with yaml-cpp's event parser instead of LoadAll:
+// yaml-cpp 0.7's LoadAll loops forever, allocating, on a stream its parser cannot advance past
+// (a lone "," yields the same empty document again and again; jbeder/yaml-cpp#1040, found by
+// job_spec_fuzz). A document that starts where the previous one started means the parser is
+// stuck there, which is reported as invalid YAML. Counting stops after three documents.
+class DocumentScanner final : public YAML::EventHandler {
+ public:
+  struct Document {
+    YAML::Mark start;  // the document's first token
+    YAML::Mark node;   // its first node
+  };
+
+  // Throws YAML::Exception on a syntax error, as Load does.
+  static std::vector<Document> Scan(const std::string& text, std::optional<YAML::Mark>* stuck_at) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentScanner scanner;
+    while (scanner.docs_.size() < 3 && parser.HandleNextDocument(scanner)) {
+      const size_t n = scanner.docs_.size();
+      if (n >= 2 && scanner.docs_[n - 1].start.pos == scanner.docs_[n - 2].start.pos) {
+        *stuck_at = scanner.docs_[n - 1].start;
+        break;
+      }
+    }
+    return scanner.docs_;
+  }
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    docs_.push_back({mark, mark});
+    first_node_ = true;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Node(const YAML::Mark& mark) {
+    if (first_node_ && !docs_.empty()) docs_.back().node = mark;
+    first_node_ = false;
+  }
+
+  std::vector<Document> docs_;
+  bool first_node_ = false;
+};
+
 std::string Resolve(const std::string& path, const std::string& base_dir) {
   if (path.empty() || base_dir.empty()) return path;
   std::filesystem::path p(path);
@@ -674,24 +738,31 @@ absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, std::string_vie
   spec.source = std::string(source);
   Errors errors(spec.source);
 
-  std::vector<YAML::Node> docs;
+  const std::string text(yaml_text);
+  std::vector<DocumentScanner::Document> docs;
+  YAML::Node doc;
   try {
-    docs = YAML::LoadAll(std::string(yaml_text));
+    std::optional<YAML::Mark> stuck_at;
+    docs = DocumentScanner::Scan(text, &stuck_at);
+    if (stuck_at) {
+      errors.Add(&*stuck_at, "invalid YAML: unexpected character");
+      return errors.ToStatus();
+    }
+    if (!docs.empty()) doc = YAML::Load(text);  // the first document only
   } catch (const YAML::Exception& e) {
     errors.Add(&e.mark, absl::StrCat("invalid YAML: ", e.msg));
     return errors.ToStatus();
   }
-  if (docs.empty() || docs[0].IsNull()) {
+  if (docs.empty() || doc.IsNull()) {
     errors.Add(nullptr, "the job spec is empty");
     return errors.ToStatus();
   }
   if (docs.size() > 1) {
-    const YAML::Mark second = docs[1].Mark();
-    errors.Add(&second, "more than one YAML document ('---'); a job file holds one job");
+    errors.Add(&docs[1].node, "more than one YAML document ('---'); a job file holds one job");
   }
 
   Marks marks;
-  MapReader root(docs[0], "", docs[0].Mark(), errors, marks);
+  MapReader root(doc, "", doc.Mark(), errors, marks);
   root.Get("name", &spec.name, ToString);
   ParseModel(root, spec, errors, marks);
   ParseData(root, spec, errors, marks);

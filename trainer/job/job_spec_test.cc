@@ -465,12 +465,36 @@ TEST(JobSpecTest, DuplicateKeysAreErrors) {
               HasSubstr("duplicate key 'train.lr'"));
 }
 
+// Regression (job_spec_fuzz): the mapping reader kept a reference to the key of yaml-cpp's
+// temporary iterator pair, read after it died. Under ASan (scripts/sanitize-and-fuzz.sh) this
+// failed as stack-use-after-scope on the first key; the keys and their positions must come out
+// right, including non-scalar keys, which are refused with their own position.
+TEST(JobSpecTest, MappingKeysOutliveTheIterator) {
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "name: a\nname: b\n"),
+              HasSubstr("job.yaml:8:1: duplicate key 'name' (first set on line 7)"));
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "? [a, b]\n: 1\n"),
+              HasSubstr("job.yaml:7:3: top level: keys must be plain names"));
+}
+
 TEST(JobSpecTest, ReportsAllProblemsTogether) {
   std::string e = ErrorOf(std::string(kMinimal) + "train:\n  lrr: 1\n  epochs: x\nfoo: 1\n");
   EXPECT_THAT(e, HasSubstr("unknown key 'train.lrr'"));
   EXPECT_THAT(e, HasSubstr("train.epochs: expected an integer"));
   EXPECT_THAT(e, HasSubstr("unknown key 'foo'"));
   EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 2) << e;
+}
+
+// Regression (job_spec_fuzz): yaml-cpp 0.7's LoadAll never returned on a stream its parser
+// cannot advance past (a "," where a node should start), growing memory until killed. These
+// must now be refused as invalid YAML, at once.
+TEST(JobSpecTest, StuckYamlParserIsAnErrorNotAHang) {
+  for (const char* text : {",", ",\n", ",a: b: a\n", "\"a\",\n", ",\nn[\n"}) {
+    const std::string e = ErrorOf(text);
+    EXPECT_THAT(e, testing::StartsWith("job.yaml:")) << text;
+    EXPECT_THAT(e, HasSubstr("invalid YAML")) << text;
+  }
+  // A valid first document followed by one the parser cannot start.
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + ",\n"), HasSubstr("invalid YAML"));
 }
 
 TEST(JobSpecTest, MultipleDocumentsAreRefused) {

@@ -87,8 +87,18 @@ std::vector<std::string> SplitVocabLines(std::string_view data) {
 
 absl::StatusOr<WordPieceTokenizer> WordPieceTokenizer::FromVocabFile(const std::string& path,
                                                                      bool do_lower_case) {
-  RM_ASSIGN_OR_RETURN(std::string data, ReadFile(path));
+  RM_ASSIGN_OR_RETURN(std::string data, ReadFile(path, kMaxVocabFileBytes));
   return FromVocabTokens(SplitVocabLines(data), do_lower_case, path);
+}
+
+absl::StatusOr<WordPieceTokenizer> WordPieceTokenizer::FromVocabText(std::string_view text,
+                                                                     bool do_lower_case,
+                                                                     std::string_view source) {
+  if (text.size() > kMaxVocabFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        AbslView(source), ": ", text.size(), " bytes exceeds the limit of ", kMaxVocabFileBytes));
+  }
+  return FromVocabTokens(SplitVocabLines(text), do_lower_case, source);
 }
 
 absl::StatusOr<WordPieceTokenizer> WordPieceTokenizer::FromVocabTokens(

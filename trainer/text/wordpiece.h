@@ -27,12 +27,19 @@ struct SpecialTokenIds {
 
 class WordPieceTokenizer {
  public:
+  // Real vocabularies are a few MB at most (multilingual BERT's is under 1 MB).
+  static constexpr size_t kMaxVocabFileBytes = size_t{64} << 20;
+
   // Reads vocab.txt: one token per line, id = 0-based line number. Lines end at "\n", "\r\n" or
   // "\r" (Python's universal newlines, which HF's load_vocab reads with); an empty line is the
   // token "". Errors name the file: a missing or empty file, a line that is not UTF-8
   // ("<path>:<line>: invalid UTF-8"), a vocab without [CLS], [SEP], [UNK] or [PAD].
+  // Files over kMaxVocabFileBytes are refused.
   static absl::StatusOr<WordPieceTokenizer> FromVocabFile(const std::string& path,
                                                           bool do_lower_case);
+  // The same on the contents of a vocab file already in memory; `source` names it in errors.
+  static absl::StatusOr<WordPieceTokenizer> FromVocabText(std::string_view text, bool do_lower_case,
+                                                          std::string_view source);
   // The same from tokens already split into lines; `source` names them in errors. When a token
   // appears twice the later id wins for lookups (HF builds a dict), as with the file.
   static absl::StatusOr<WordPieceTokenizer> FromVocabTokens(std::vector<std::string> tokens,

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Issue #8's sanitizer and fuzzing check, run by scripts/test.sh (CI) unless
+# RINGMASTER_SKIP_SANITIZE=1. In its own tree, build-sanitize/ (clang, RINGMASTER_SANITIZE=ON,
+# RINGMASTER_FUZZ=ON, no CUDA, the control plane when gRPC is installed):
+#   1. builds the unit-test binaries and the fuzz targets (not the trainer/agent binaries the
+#      end-to-end tests need: those tests are not run here);
+#   2. runs the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (label unit, less
+#      integration|slow|serial|gpu; any sanitizer report fails the test);
+#   3. fuzzes each target in fuzz/ for RINGMASTER_FUZZ_SECONDS (default 30) on a fresh copy of its
+#      seed corpus fuzz/corpus/<target>/; a crash, sanitizer report, leak, timeout or out-of-memory
+#      fails the script and leaves the input in build-sanitize/fuzz-artifacts/.
+# Knobs: RINGMASTER_FUZZ_SECONDS, RINGMASTER_SANITIZE_JOBS (build/test parallelism, default
+# nproc), RINGMASTER_SANITIZE_BUILD_DIR, RINGMASTER_FUZZ_ONLY=target[,target] (fuzz only these),
+# RINGMASTER_SKIP_FUZZ=1 / RINGMASTER_SKIP_SANITIZE_TESTS=1 (skip step 3 / step 2).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+BUILD="${RINGMASTER_SANITIZE_BUILD_DIR:-$ROOT/build-sanitize}"
+JOBS="${RINGMASTER_SANITIZE_JOBS:-$(nproc)}"
+SECONDS_PER_TARGET="${RINGMASTER_FUZZ_SECONDS:-30}"
+start=$(date +%s)
+step() { echo "sanitize-and-fuzz: [$(($(date +%s) - start))s] $*"; }
+
+for tool in clang++ cmake ninja; do
+  command -v "$tool" >/dev/null || { echo "sanitize-and-fuzz: $tool not found (scripts/setup.sh installs it)" >&2; exit 1; }
+done
+
+step "configure $BUILD"
+# -O1 with line tables: sanitizer builds compile about twice as fast as -O3 and still give
+# file:line stacks. Debug keeps assertions on.
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
+  "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -gline-tables-only" -DRINGMASTER_SANITIZE=ON -DRINGMASTER_FUZZ=ON \
+  -DRINGMASTER_CUDA=OFF -DRINGMASTER_CONTROL_PLANE=ON >"$BUILD.configure.log" 2>&1 ||
+  { cat "$BUILD.configure.log"; exit 1; }
+grep -E "^-- ringmaster:" "$BUILD.configure.log" || true
+
+# Unit tests whose binaries are named as the tests (ringmaster_add_unit_tests), and fuzz targets
+# (their corpus-replay tests are named <target>_corpus).
+test_filter=(-L unit -LE 'integration|slow|serial|gpu')
+mapfile -t unit_tests < <(ctest --test-dir "$BUILD" -N "${test_filter[@]}" | sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p')
+mapfile -t fuzzers < <(ctest --test-dir "$BUILD" -N -L fuzz | sed -nE 's/^ *Test +#[0-9]+: (.*)_corpus$/\1/p')
+if [[ -n ${RINGMASTER_FUZZ_ONLY:-} ]]; then
+  IFS=, read -ra fuzzers <<<"$RINGMASTER_FUZZ_ONLY"
+fi
+step "build ${#unit_tests[@]} unit tests and ${#fuzzers[@]} fuzz targets (-j$JOBS)"
+ninja -C "$BUILD" -j"$JOBS" -k 0 "${unit_tests[@]}" "${fuzzers[@]}"
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$ROOT/fuzz/lsan.supp:print_suppressions=0}"
+
+failed=()
+if [[ ${RINGMASTER_SKIP_SANITIZE_TESTS:-0} != 1 ]]; then
+  step "unit tests under ASan+UBSan"
+  # A failure is reported at the end, after the fuzzers had their turn.
+  ctest --test-dir "$BUILD" "${test_filter[@]}" --output-on-failure -j"$JOBS" --timeout 900 ||
+    failed+=("unit tests")
+fi
+
+if [[ ${RINGMASTER_SKIP_FUZZ:-0} != 1 ]]; then
+  work="$BUILD/fuzz-work"
+  artifacts="$BUILD/fuzz-artifacts"
+  rm -rf "$work"
+  mkdir -p "$work" "$artifacts"
+  for f in "${fuzzers[@]}"; do
+    step "fuzz $f for ${SECONDS_PER_TARGET}s"
+    cp -r "$ROOT/fuzz/corpus/$f" "$work/$f"
+    extra=()
+    # The coordinator logs every event to stderr; libFuzzer still prints its reports.
+    [[ $f == coordinator_requests_fuzz ]] && extra+=(-close_fd_mask=2)
+    if ! "$BUILD/fuzz/$f" -max_total_time="$SECONDS_PER_TARGET" -timeout=20 -rss_limit_mb=2560 \
+      -print_final_stats=1 -artifact_prefix="$artifacts/$f-" "${extra[@]}" "$work/$f" \
+      >"$work/$f.log" 2>&1; then
+      tail -n 60 "$work/$f.log"
+      failed+=("$f")
+    else
+      grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)" "$work/$f.log" |
+        tr '\n' ' ' || true
+      echo
+    fi
+  done
+fi
+
+if ((${#failed[@]})); then
+  echo "sanitize-and-fuzz: FAILED: ${failed[*]} (fuzz inputs in $BUILD/fuzz-artifacts/)" >&2
+  exit 1
+fi
+step "ok"
