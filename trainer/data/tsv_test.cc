@@ -170,5 +170,19 @@ TEST(ReadTsvForPredict, LabelColumnIsOptional) {
   ExpectError(ReadTsvForPredict(badlabel), badlabel, 2, "not a finite number");
 }
 
+TEST(ParseTsv, InMemoryMatchesTheFileReader) {
+  auto r = ParseTsv("sentence\tlabel\nfine\t1\nbad\t0\n", "mem.tsv", 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[1].sentence, "bad");
+  ExpectError(ParseTsv("sentence\tlabel\nx\t2\n", "mem.tsv", 2), "mem.tsv", 2, "out of range");
+  auto p = ParseTsvForPredict("sentence\nno label\n", "mem.tsv");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)[0].label, 0.0f);
+  auto bad = ParseTsv("sentence\tlabel\nx\t0\n", "mem.tsv", 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("mem.tsv: num_labels must be"));
+}
+
 }  // namespace
 }  // namespace ringmaster::trainer

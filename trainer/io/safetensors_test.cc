@@ -451,5 +451,46 @@ TEST_F(SafetensorsTest, PythonCrossCheck) {
   EXPECT_EQ(static_cast<int8_t>(reader.data(*i8)[1]), 2);
 }
 
+// Regression (safetensors_fuzz): an empty F32 tensor read into an empty vector (data() may be
+// null) called memcpy(nullptr, p, 0), which UBSan reports as undefined behaviour.
+TEST_F(SafetensorsTest, ReadFloatOfEmptyTensorIntoNull) {
+  const std::string path = Path("empty.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path, {{"z", DType::kF32, {0, 4}, nullptr, 0},
+                                      {"h", DType::kF16, {0}, nullptr, 0}})
+                  .ok());
+  auto r = SafetensorsReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const TensorInfo& t : (*r)->tensors()) {
+    EXPECT_TRUE((*r)->ReadFloat(t, nullptr, 0).ok()) << t.name;
+  }
+}
+
+// FromBuffer (what the fuzz target drives) runs Open's checks on bytes in memory, names the
+// buffer as Open names the file, and never reads past the buffer it is given.
+TEST_F(SafetensorsTest, FromBufferMatchesOpen) {
+  const float w[3] = {1.5f, -2.0f, 0.25f};
+  const std::string path = Path("w.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path, {{"w", DType::kF32, {3}, w, sizeof w}}, {{"k", "v"}}).ok());
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes->data());
+  auto r = SafetensorsReader::FromBuffer(p, bytes->size(), "mem");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->path(), "mem");
+  EXPECT_EQ((*r)->metadata().at("k"), "v");
+  const TensorInfo* t = (*r)->Find("w");
+  ASSERT_NE(t, nullptr);
+  float out[3];
+  ASSERT_TRUE((*r)->ReadFloat(*t, out, 3).ok());
+  EXPECT_EQ(out[2], 0.25f);
+  // One byte short: the last tensor no longer fits.
+  auto cut = SafetensorsReader::FromBuffer(p, bytes->size() - 1, "mem");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_THAT(std::string(cut.status().message()), HasSubstr("mem: tensor 'w'"));
+  auto tiny = SafetensorsReader::FromBuffer(p, 7, "mem");
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_THAT(std::string(tiny.status().message()), HasSubstr("mem: truncated: buffer is 7 bytes"));
+}
+
 }  // namespace
 }  // namespace ringmaster::trainer

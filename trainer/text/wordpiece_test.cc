@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trainer/text/unicode_util.h"
@@ -383,6 +384,31 @@ TEST(WordPieceVocabTest, FromTokensReportsTheSource) {
   auto e = WordPieceTokenizer::FromVocabTokens({}, true, "my-source");
   ASSERT_FALSE(e.ok());
   EXPECT_THAT(e.status().message(), HasSubstr("my-source"));
+}
+
+TEST(WordPieceVocabTest, FromTextSplitsLinesAsTheFileReaderDoes) {
+  auto t = WordPieceTokenizer::FromVocabText("[PAD]\r\n[UNK]\r[CLS]\n[SEP]\nhello", true, "mem");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->vocab_size(), 5);
+  EXPECT_EQ(t->TokenId("hello"), 4);
+  auto bad = WordPieceTokenizer::FromVocabText("[PAD]\n[CLS]\n[SEP]\n", true, "mem");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("mem: vocab has no [UNK] token"));
+}
+
+// A vocab is a few MB at most; a huge file is refused before it is split into millions of
+// strings (the limit applies to the file reader through ReadFile and to FromVocabText).
+TEST(WordPieceVocabTest, RefusesOversizedVocab) {
+  const std::string text(WordPieceTokenizer::kMaxVocabFileBytes + 1, 'a');
+  auto t = WordPieceTokenizer::FromVocabText(text, true, "big.txt");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("big.txt: 67108865 bytes exceeds"));
+  const std::string path = ::testing::TempDir() + "/wordpiece_big_vocab.txt";
+  ASSERT_TRUE(WriteFileAtomic(path, text).ok());
+  auto f = WordPieceTokenizer::FromVocabFile(path, true);
+  std::remove(path.c_str());
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(std::string(f.status().message()), HasSubstr("over the limit of 67108864"));
 }
 
 }  // namespace
