@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "trainer/job/job_spec.h"
+#include "trainer/train/sharded_checkpoint.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -146,6 +147,7 @@ absl::Status RankSupervisor::Prepare(const v1::StartRanks& cmd, Generation* gen,
   }
   std::string rank0_log;
   if (gen->ranks.count(0)) rank0_log = (std::filesystem::path(gen->dir) / "rank-0.log").string();
+  gen->output_dir = spec->output.dir;
   gen->progress = std::make_unique<ProgressReader>(
       (std::filesystem::path(spec->output.dir) / "metrics.jsonl").string(), rank0_log,
       spec->train.global_batch_size, spec->train.max_steps, now);
@@ -322,6 +324,15 @@ std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
   for (auto& [key, gen] : gens_) {
     JobProgress p;
     if (gen.progress) p = gen.progress->Update(now);
+    // The newest checkpoint with a manifest (rank 0 writes it last, after every shard is durable).
+    int64_t committed = 0;
+    if (!gen.output_dir.empty()) {
+      const std::vector<std::string> ckpts = trainer::ListShardedCheckpoints(gen.output_dir);
+      if (!ckpts.empty()) {
+        const std::string name = std::filesystem::path(ckpts.back()).filename().string();
+        if (!absl::SimpleAtoi(name.substr(name.find('-') + 1), &committed)) committed = 0;
+      }
+    }
     for (auto& [r, rank] : gen.ranks) {
       if (rank.state == v1::RANK_PROCESS_STATE_STARTING && p.step > 0) {
         rank.state = v1::RANK_PROCESS_STATE_RUNNING;
@@ -336,6 +347,7 @@ std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
       rp.set_step(p.step);
       rp.set_total_steps(p.total_steps);
       rp.set_loss(p.loss);
+      rp.set_committed_step(committed);
       if (gen.cmd.world_size() > 0) {
         rp.set_samples_per_second(p.samples_per_second / gen.cmd.world_size());
       }

@@ -111,6 +111,7 @@ class RankSupervisor {
     v1::StartRanks cmd;
     std::string job_file;
     std::string dir;
+    std::string output_dir;          // the job's output.dir: its committed checkpoints
     std::map<uint32_t, Rank> ranks;  // by global rank
     std::unique_ptr<ProgressReader> progress;
   };

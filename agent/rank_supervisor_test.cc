@@ -261,5 +261,19 @@ TEST_F(RankSupervisorTest, LogTailReadsOnlyItsOwnRankLogs) {
   }
 }
 
+TEST_F(RankSupervisorTest, ReportsTheNewestCommittedCheckpoint) {
+  v1::StartRanks c = Cmd(0);
+  c.set_base_dir(dir_.string());  // output.dir "out" resolves to dir_/out
+  ASSERT_TRUE(sup_->Start(1, c, t_).ok());
+  EXPECT_EQ(sup_->Report(t_)[0].committed_step(), 0);
+  const fs::path ckpts = dir_ / "out" / "checkpoints";
+  fs::create_directories(ckpts / "step-00000004");
+  ASSERT_TRUE(WriteFileAtomic((ckpts / "step-00000004" / "manifest.json").string(), "{}").ok());
+  fs::create_directories(ckpts / "step-00000008");  // no manifest yet: not committed
+  EXPECT_EQ(sup_->Report(t_)[0].committed_step(), 4);
+  ASSERT_TRUE(WriteFileAtomic((ckpts / "step-00000008" / "manifest.json").string(), "{}").ok());
+  EXPECT_EQ(sup_->Report(t_)[1].committed_step(), 8);
+}
+
 }  // namespace
 }  // namespace ringmaster::agent

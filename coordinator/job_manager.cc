@@ -307,6 +307,12 @@ absl::Status JobManager::OnRankReport(std::string_view node_id, const v1::RankPr
     return absl::OkStatus();
   }
   RankState& rs = ranks_[rank];
+  // Rank 0's agent reports the newest committed checkpoint, also with the rank's exit (the last
+  // checkpoint is written just before it).
+  if (rank == 0 && r.committed_step() > record_.committed_step) {
+    record_.committed_step = r.committed_step();
+    if (absl::Status st = Persist(); !st.ok()) return st;
+  }
   switch (r.state()) {
     case v1::RANK_PROCESS_STATE_STARTING:
     case v1::RANK_PROCESS_STATE_RUNNING: {
@@ -316,10 +322,6 @@ absl::Status JobManager::OnRankReport(std::string_view node_id, const v1::RankPr
         step_ = r.step();
         if (r.total_steps() > 0) total_steps_ = r.total_steps();
         loss_ = r.loss();
-        if (r.committed_step() > record_.committed_step) {
-          record_.committed_step = r.committed_step();
-          return Persist();
-        }
       }
       return absl::OkStatus();
     }

@@ -110,6 +110,9 @@ wait_until 300 "the job to end" bash -c "[[ \$('$CP_CLI' status $id | sed -n 's/
 # The trainer kill and the agent kill each cost a restart; the coordinator's own restart does not.
 restarts=$(job_field "$id" restarts)
 [[ $restarts == 2/5 ]] || { echo "FAIL: restarts $restarts, expected 2/5"; fail=1; }
+# The last checkpoint (step 64, written just before the ranks exit) is the job's committed step.
+[[ $(job_field "$id" checkpoint) == "step $steps" ]] ||
+  { echo "FAIL: status says checkpoint '$(job_field "$id" checkpoint)', expected step $steps"; fail=1; }
 
 # The final lineage's loss at every step against the uninterrupted run; then the weights.
 if out=$("$PY" "$here/lib/compare_losses.py" "$work/out/metrics.jsonl" "$work/ref/metrics.jsonl" "$steps"); then
