@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
-#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"

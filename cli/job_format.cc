@@ -156,9 +156,8 @@ std::string FormatJobsTable(const v1::ListJobsResponse& jobs) {
 }
 
 std::string FormatNodesTable(const v1::ListNodesResponse& nodes) {
-  std::string out =
-      absl::StrFormat("%-20s %-14s %-8s %-16s %-6s %-5s %-9s %s\n", "NODE", "ID", "STATE",
-                      "ADDRESS", "RACK", "CPUS", "SAMPLES/S", "GPUS / JOB");
+  std::string out = absl::StrFormat("%-20s %-14s %-8s %-16s %-6s %-5s %-9s %s\n", "NODE", "ID",
+                                    "STATE", "ADDRESS", "RACK", "CPUS", "SAMPLES/S", "GPUS / JOB");
   for (const v1::NodeInfo& n : nodes.nodes()) {
     const v1::NodeInventory& inv = n.inventory();
     std::string gpus;
@@ -171,9 +170,8 @@ std::string FormatNodesTable(const v1::ListNodesResponse& nodes) {
     if (!n.job_id().empty()) absl::StrAppend(&gpus, " / ", n.job_id());
     absl::StrAppend(
         &out,
-        absl::StrFormat("%-20s %-14s %-8s %-16s %-6s %-5d %-9s %s\n", inv.node_name(),
-                        n.node_id(), NodeStateName(n.state()),
-                        inv.addresses().empty() ? "-" : inv.addresses(0),
+        absl::StrFormat("%-20s %-14s %-8s %-16s %-6s %-5d %-9s %s\n", inv.node_name(), n.node_id(),
+                        NodeStateName(n.state()), inv.addresses().empty() ? "-" : inv.addresses(0),
                         inv.rack().empty() ? "-" : inv.rack(), inv.cpu_cores(),
                         inv.trainer_samples_per_second() > 0
                             ? absl::StrFormat("%.1f", inv.trainer_samples_per_second())

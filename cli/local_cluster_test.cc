@@ -36,7 +36,6 @@ TEST(LocalCluster, FindsAFreePort) {
   EXPECT_LT(*p, 65536);
 }
 
-
 TEST(LocalCluster, DemoJobHasAbsolutePathsAndItsData) {
   char tmpl[] = "/tmp/demo_job_XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);

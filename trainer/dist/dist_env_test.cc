@@ -2,11 +2,11 @@
 // MakeRendezvousStore over a shared directory and over TCP on loopback.
 #include "trainer/dist/dist_env.h"
 
-#include <gtest/gtest.h>
-#include <stdlib.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <climits>
