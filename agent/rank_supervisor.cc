@@ -325,8 +325,9 @@ std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
     JobProgress p;
     if (gen.progress) p = gen.progress->Update(now);
     // The newest checkpoint with a manifest (rank 0 writes it last, after every shard is durable).
+    // Only rank 0's report carries it to the coordinator: scan only where rank 0 runs.
     int64_t committed = 0;
-    if (!gen.output_dir.empty()) {
+    if (!gen.output_dir.empty() && gen.ranks.count(0)) {
       const std::vector<std::string> ckpts = trainer::ListShardedCheckpoints(gen.output_dir);
       if (!ckpts.empty()) {
         const std::string name = std::filesystem::path(ckpts.back()).filename().string();

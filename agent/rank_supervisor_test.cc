@@ -263,7 +263,9 @@ TEST_F(RankSupervisorTest, LogTailReadsOnlyItsOwnRankLogs) {
 
 TEST_F(RankSupervisorTest, ReportsTheNewestCommittedCheckpoint) {
   v1::StartRanks c = Cmd(0);
-  c.set_base_dir(dir_.string());  // output.dir "out" resolves to dir_/out
+  c.set_base_dir(dir_.string());           // output.dir "out" resolves to dir_/out
+  c.mutable_ranks(0)->set_global_rank(0);  // only the node of rank 0 reports it
+  (*c.mutable_ranks(0)->mutable_env())["RANK"] = "0";
   ASSERT_TRUE(sup_->Start(1, c, t_).ok());
   EXPECT_EQ(sup_->Report(t_)[0].committed_step(), 0);
   const fs::path ckpts = dir_ / "out" / "checkpoints";
@@ -273,6 +275,14 @@ TEST_F(RankSupervisorTest, ReportsTheNewestCommittedCheckpoint) {
   EXPECT_EQ(sup_->Report(t_)[0].committed_step(), 4);
   ASSERT_TRUE(WriteFileAtomic((ckpts / "step-00000008" / "manifest.json").string(), "{}").ok());
   EXPECT_EQ(sup_->Report(t_)[1].committed_step(), 8);
+  // A node without rank 0 does not scan the output directory.
+  v1::StartRanks other = Cmd(1);
+  other.set_job_id("job-2");
+  other.set_base_dir(dir_.string());
+  ASSERT_TRUE(sup_->Start(2, other, t_).ok());
+  for (const v1::RankProgress& r : sup_->Report(t_)) {
+    if (r.job_id() == "job-2") EXPECT_EQ(r.committed_step(), 0);
+  }
 }
 
 }  // namespace
