@@ -1,6 +1,7 @@
 #include "trainer/comm/gloo_communicator.h"
 
 #include <net/if.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -180,6 +181,16 @@ class GlooCommunicatorImpl : public Communicator {
   std::vector<float> scratch_;  // ReduceScatterSum's receive buffer, reused across calls.
 };
 
+// Gloo writes to peer sockets without MSG_NOSIGNAL, so a peer that died mid-collective would kill
+// this process with SIGPIPE instead of failing the operation with an error naming the lost
+// rank. A handler the embedding program installed itself is left alone.
+void IgnoreSigpipeUnlessHandled() {
+  struct sigaction current = {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    ::signal(SIGPIPE, SIG_IGN);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(
@@ -195,6 +206,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(
   if (iface_or_host.empty()) {
     return absl::InvalidArgumentError("GlooCommunicator: empty interface/host name");
   }
+  IgnoreSigpipeUnlessHandled();
   gloo::transport::tcp::attr attr;
   // An existing interface name wins: "eth0" is never meant as a host name to resolve.
   if (::if_nametoindex(iface_or_host.c_str()) != 0) {

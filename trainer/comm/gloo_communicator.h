@@ -20,6 +20,9 @@ class GlooCommunicator {
   //
   // `store` must be fresh for this communicator (use PrefixStore to reuse one backing store
   // across generations); it is only used during Create.
+  //
+  // A process whose SIGPIPE disposition is the default gets SIGPIPE ignored, so that a peer
+  // dying mid-collective fails the operation instead of killing this rank.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(Store& store, int rank, int size,
                                                               const std::string& iface_or_host,
                                                               absl::Duration timeout);

@@ -279,7 +279,8 @@ TEST(GlooCommunicatorTest, SurvivorsFailBoundedWhenAPeerDies) {
   ASSERT_EQ(outcomes.size(), static_cast<size_t>(kSize));
   for (int r = 0; r + 1 < kSize; ++r) {
     EXPECT_TRUE(outcomes[r].reported && outcomes[r].message == "OK")
-        << "rank " << r << ": " << outcomes[r].message;
+        << "rank " << r << ": " << outcomes[r].message << " (wait status "
+        << outcomes[r].wait_status << ")";
   }
   EXPECT_TRUE(WIFSIGNALED(outcomes[kSize - 1].wait_status) &&
               WTERMSIG(outcomes[kSize - 1].wait_status) == SIGKILL)
