@@ -105,11 +105,17 @@ bool Agent::SendReport() {
   m.set_seq(++seq_);
   *m.mutable_sent_at() =
       google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(now));
-  for (v1::RankProgress& r : ranks_->Report(now)) *m.add_ranks() = std::move(r);
+  std::vector<v1::RankProgress> reports = ranks_->Report(now);
+  for (const v1::RankProgress& r : reports) *m.add_ranks() = r;
   for (uint64_t id : acks_) m.add_acked_command_ids(id);
   for (const v1::CommandError& e : errors_) *m.add_command_errors() = e;
   for (const v1::LogTail& t : logs_) *m.add_logs() = t;
-  if (!stream_->Write(m)) return false;
+  const bool written = stream_->Write(m);
+  if (metrics_ != nullptr) {
+    metrics_->Publish(AgentSnapshot{written, CountRankStates(reports), ranks_->launches(),
+                                    ranks_->StatusSources()});
+  }
+  if (!written) return false;
   acks_.clear();
   errors_.clear();
   logs_.clear();
@@ -143,6 +149,7 @@ bool Agent::Step(absl::Duration wait) {
   if (stream_->Broken()) {
     LogWarning(absl::StrCat("lost the coordinator: ", stream_->Status().message(),
                             "; ranks keep running"));
+    if (metrics_ != nullptr) metrics_->SetConnected(false);
     stream_.reset();
     return false;
   }

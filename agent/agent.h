@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "agent/agent_metrics.h"
 #include "agent/coordinator_link.h"
 #include "agent/rank_supervisor.h"
 #include "ringmaster/v1/types.pb.h"
@@ -43,6 +44,8 @@ class Agent {
   // Registers and opens the heartbeat stream (sending the first report on it).
   absl::Status Connect();
   bool connected() const { return stream_ != nullptr; }
+  // Where each report's snapshot is published for /metrics (optional; must outlive the agent).
+  void set_metrics(AgentMetrics* metrics) { metrics_ = metrics; }
   const std::string& node_id() const { return node_id_; }
   absl::Duration heartbeat_interval() const { return heartbeat_; }
 
@@ -72,6 +75,7 @@ class Agent {
   std::vector<uint64_t> acks_;
   std::vector<v1::CommandError> errors_;
   std::vector<v1::LogTail> logs_;  // answers to SendLogs, sent with the next report
+  AgentMetrics* metrics_ = nullptr;
 };
 
 }  // namespace ringmaster::agent

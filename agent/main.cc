@@ -4,6 +4,7 @@
 //   ringmaster-agent --coordinator HOST:PORT --trainer PATH --work-dir DIR [--name NAME]
 //                    [--rack LABEL] [--address ADDR]... [--inventory-override GPUS]
 //                    [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]
+//                    [--metrics-listen HOST:PORT]
 //
 // --throughput: auto (default) runs the trainer's `probe` once and caches the figure in the work
 // dir (agent/throughput_probe.h); off reports none (the planner then weighs by GPU model); a
@@ -44,7 +45,8 @@ constexpr char kUsage[] =
     "usage: ringmaster-agent --coordinator HOST:PORT --trainer PATH --work-dir DIR\n"
     "           [--name NAME] [--rack LABEL] [--address ADDR (repeatable)]\n"
     "           [--inventory-override 'COUNTxNAME:sm_XY:MEM[,...]' | none]\n"
-    "           [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]\n";
+    "           [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]\n"
+    "           [--metrics-listen HOST:PORT]\n";
 
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
@@ -64,8 +66,9 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> flags;
   std::vector<std::string> addresses;
   static const char* kKnown[] = {
-      "--coordinator",        "--trainer",       "--work-dir", "--name",      "--rack", "--address",
-      "--inventory-override", "--log-max-bytes", "--log-keep", "--throughput"};
+      "--coordinator", "--trainer",    "--work-dir",           "--name",
+      "--rack",        "--address",    "--inventory-override", "--log-max-bytes",
+      "--log-keep",    "--throughput", "--metrics-listen"};
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     if (f == "--help" || f == "-h") {
@@ -166,6 +169,16 @@ int main(int argc, char** argv) {
   ra::AgentOptions aopts;
   aopts.inventory = *inv;
   ra::Agent agent(aopts, &link, &ranks, [] { return absl::Now(); });
+  // /metrics: the agent's own state and every local rank's figures (docs/metrics.md).
+  ra::AgentMetrics metrics(inv->trainer_samples_per_second());
+  std::unique_ptr<ra::AgentMetricsServer> metrics_server;
+  if (flags.count("--metrics-listen")) {
+    absl::StatusOr<std::unique_ptr<ra::AgentMetricsServer>> server =
+        ra::ServeAgentMetrics(flags["--metrics-listen"], &metrics, inv->node_name());
+    if (!server.ok()) return Fail(absl::StrCat("--metrics-listen: ", server.status().message()));
+    metrics_server = *std::move(server);
+    agent.set_metrics(&metrics);
+  }
 
   struct sigaction sa {};
   sa.sa_handler = OnSignal;

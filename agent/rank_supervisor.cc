@@ -12,13 +12,39 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "google/protobuf/util/time_util.h"
 #include "trainer/job/job_spec.h"
+#include "trainer/metrics/rank_status.h"
 #include "trainer/train/sharded_checkpoint.h"
 
 namespace ringmaster::agent {
 namespace {
 
 constexpr int kExitBadJob = 3;  // ringmaster-trainer: the job itself is wrong
+
+google::protobuf::Timestamp UnixSecondsToTimestamp(double seconds) {
+  return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
+      static_cast<int64_t>(seconds * 1e9));
+}
+
+// The collective trace and step figures of a running rank, from its status block. A rank that
+// has not written one yet (still starting) reports has_trace = false.
+void AddTrace(const std::string& status_path, v1::RankProgress* rp) {
+  if (status_path.empty()) return;
+  absl::StatusOr<trainer::RankFigures> f = trainer::ReadRankStatusFile(status_path);
+  if (!f.ok()) return;
+  rp->set_has_trace(true);
+  rp->set_collective_seq(f->collective_seq);
+  if (f->collective_seq > 0) rp->set_collective_op(trainer::CollectiveName(f->collective_op));
+  rp->set_in_collective(f->in_collective);
+  if (f->collective_entered_unix > 0) {
+    *rp->mutable_collective_entered_at() = UnixSecondsToTimestamp(f->collective_entered_unix);
+  }
+  rp->set_comm_seconds(f->comm_seconds_total());
+  if (f->last_step_unix > 0)
+    *rp->mutable_last_step_at() = UnixSecondsToTimestamp(f->last_step_unix);
+  rp->set_steps_this_process(f->steps_total);
+}
 
 bool ValidName(const std::string& s, size_t max, bool lower_ok) {
   if (s.empty() || s.size() > max) return false;
@@ -170,6 +196,13 @@ void RankSupervisor::Launch(Generation& gen, Rank& rank) {
       (std::filesystem::path(gen.dir) / absl::StrCat("rank-", rank.launch.global_rank(), ".log"))
           .string();
   spec.log_path = rank.log_path;
+  // A restarted rank must not show its predecessor's figures until it writes its own.
+  rank.status_path =
+      (std::filesystem::path(gen.dir) / absl::StrCat("rank-", rank.launch.global_rank(), ".status"))
+          .string();
+  std::error_code ignored;
+  std::filesystem::remove(rank.status_path, ignored);
+  spec.env["RINGMASTER_STATUS_FILE"] = rank.status_path;
   spec.working_dir = gen.dir;
   rank.exit.reset();
   rank.start_error.clear();
@@ -177,6 +210,7 @@ void RankSupervisor::Launch(Generation& gen, Rank& rank) {
   rank.restart_pending = false;
   rank.kill_at.reset();
   rank.killed = false;
+  ++launches_;
   absl::StatusOr<int> pid = launcher_->Start(spec);
   if (!pid.ok()) {
     rank.pid = -1;
@@ -319,6 +353,18 @@ int RankSupervisor::LiveRanks() const {
   return n;
 }
 
+std::vector<RankSupervisor::StatusSource> RankSupervisor::StatusSources() const {
+  std::vector<StatusSource> out;
+  for (const auto& [key, gen] : gens_) {
+    for (const auto& [r, rank] : gen.ranks) {
+      if (!Ended(rank) && !rank.status_path.empty()) {
+        out.push_back({key.first, key.second, r, rank.status_path});
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
   std::vector<v1::RankProgress> out;
   for (auto& [key, gen] : gens_) {
@@ -352,6 +398,7 @@ std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
       if (gen.cmd.world_size() > 0) {
         rp.set_samples_per_second(p.samples_per_second / gen.cmd.world_size());
       }
+      if (!Ended(rank)) AddTrace(rank.status_path, &rp);
       if (!rank.start_error.empty()) {
         rp.set_last_error_line(rank.start_error);
         if (gen.job_file.empty()) rp.set_failure_kind(v1::FAILURE_KIND_DETERMINISTIC_STARTUP);

@@ -93,6 +93,18 @@ class RankSupervisor {
   // Ranks not yet ended.
   int LiveRanks() const;
 
+  // Where each rank not yet ended records its live figures (RINGMASTER_STATUS_FILE).
+  struct StatusSource {
+    std::string job_id;
+    int64_t generation = 0;
+    uint32_t global_rank = 0;
+    std::string path;
+  };
+  std::vector<StatusSource> StatusSources() const;
+
+  // Trainer processes started so far (first starts and restarts).
+  uint64_t launches() const { return launches_; }
+
  private:
   struct Rank {
     v1::RankLaunch launch;
@@ -105,6 +117,7 @@ class RankSupervisor {
     bool killed = false;  // SIGKILL sent
     absl::Time ended_at;
     std::string log_path;
+    std::string status_path;  // the trainer's rank status block (trainer/metrics/rank_status.h)
     std::string start_error;
   };
   struct Generation {
@@ -129,6 +142,7 @@ class RankSupervisor {
   std::map<Key, Generation> gens_;
   std::map<Key, std::pair<uint64_t, v1::StartRanks>> deferred_;  // waiting for older ranks
   std::vector<std::pair<uint64_t, absl::Status>> outcomes_;
+  uint64_t launches_ = 0;
 };
 
 }  // namespace ringmaster::agent

@@ -8,6 +8,7 @@
 #include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "trainer/metrics/rank_status.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -283,6 +284,48 @@ TEST_F(RankSupervisorTest, ReportsTheNewestCommittedCheckpoint) {
   for (const v1::RankProgress& r : sup_->Report(t_)) {
     if (r.job_id() == "job-2") EXPECT_EQ(r.committed_step(), 0);
   }
+}
+
+// Each rank is told where to keep its status block; the report carries the collective it is in
+// (the hang diagnosis input) once the trainer has written one, and nothing before.
+TEST_F(RankSupervisorTest, ReportsTheCollectiveTraceFromEachRanksStatusFile) {
+  ASSERT_TRUE(sup_->Start(7, Cmd(0), t_).ok());
+  ASSERT_EQ(launcher_.started.size(), 2u);
+  const std::string path = launcher_.started[1].spec.env.at("RINGMASTER_STATUS_FILE");
+  EXPECT_EQ(path, (dir_ / "work/jobs/job-1/gen-0/rank-3.status").string());
+  std::vector<v1::RankProgress> rep = sup_->Report(t_);
+  ASSERT_EQ(rep.size(), 2u);
+  EXPECT_FALSE(rep[1].has_trace());
+
+  auto status = trainer::RankStatus::CreateFile(path);
+  ASSERT_TRUE(status.ok()) << status.status();
+  trainer::StepFigures f;
+  f.step = 3;
+  f.unix_time = 1'700'000'100;
+  (*status)->OnStep(f, {});
+  (*status)->OnEnter(17, trainer::Collective::kAllGather);
+  (*status)->OnLeave(17, trainer::Collective::kAllGather, 0.25);
+  (*status)->OnEnter(18, trainer::Collective::kReduceScatterSum);
+
+  rep = sup_->Report(t_);
+  ASSERT_EQ(rep.size(), 2u);
+  EXPECT_FALSE(rep[0].has_trace());  // rank 2 has written nothing
+  const v1::RankProgress& r = rep[1];
+  EXPECT_TRUE(r.has_trace());
+  EXPECT_EQ(r.collective_seq(), 18u);
+  EXPECT_EQ(r.collective_op(), "ReduceScatterSum");
+  EXPECT_TRUE(r.in_collective());
+  EXPECT_GT(r.collective_entered_at().seconds(), 1'700'000'000);
+  EXPECT_DOUBLE_EQ(r.comm_seconds(), 0.25);
+  EXPECT_EQ(r.steps_this_process(), 1);
+  EXPECT_EQ(r.last_step_at().seconds(), 1'700'000'100);
+
+  const std::vector<RankSupervisor::StatusSource> sources = sup_->StatusSources();
+  ASSERT_EQ(sources.size(), 2u);
+  EXPECT_EQ(sources[1].job_id, "job-1");
+  EXPECT_EQ(sources[1].global_rank, 3u);
+  EXPECT_EQ(sources[1].path, path);
+  EXPECT_EQ(sup_->launches(), 2u);
 }
 
 }  // namespace

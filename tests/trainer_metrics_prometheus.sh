@@ -45,7 +45,7 @@ for name in ringmaster_trainer_samples_total ringmaster_trainer_tokens_total \
   ringmaster_trainer_data_wait_seconds_total ringmaster_trainer_world_size; do
   grep -q "^$name{" "$work/page.txt" || { echo "FAIL: /metrics lacks $name"; exit 1; }
 done
-grep -q 'rank="0"' "$work/page.txt" || { echo "FAIL: no rank label"; exit 1; }
+grep -q 'ringmaster_job="[^"]*",rank="0"' "$work/page.txt" || { echo "FAIL: no ringmaster_job/rank labels"; exit 1; }
 
 # A real Prometheus scrapes it.
 pport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -23,6 +23,8 @@
 #include "trainer/dist/dist_context.h"
 #include "trainer/job/default_job.h"
 #include "trainer/job/job_spec.h"
+#include "trainer/metrics/metrics_server.h"
+#include "trainer/metrics/rank_status.h"
 #include "trainer/train/throughput_probe.h"
 #include "trainer/train/trainer.h"
 
@@ -145,8 +147,17 @@ absl::Status Train(const Args& a) {
   // A peer that died closes its sockets: writing to them must become an error we report (naming
   // the lost rank), not a silent death by SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
+  // The rank's live figures: in the file its agent reads (RINGMASTER_STATUS_FILE), otherwise in
+  // memory for --metrics-port.
+  std::unique_ptr<rt::RankStatus> status;
+  if (const char* path = std::getenv("RINGMASTER_STATUS_FILE"); path != nullptr && *path) {
+    RM_ASSIGN_OR_RETURN(status, rt::RankStatus::CreateFile(path));
+  } else {
+    status = rt::RankStatus::CreateAnonymous();
+  }
   RM_ASSIGN_OR_RETURN(
-      auto dist, rt::DistContext::Create(env, job.distributed.sharding == "hybrid_shard", timeout));
+      auto dist, rt::DistContext::Create(env, job.distributed.sharding == "hybrid_shard", timeout,
+                                         status.get()));
   absl::StatusOr<std::unique_ptr<rt::Trainer>> trainer = rt::Trainer::Create(job, dist.get());
   if (!trainer.ok()) {
     // Missing or malformed files and impossible settings are the job's fault; a lost peer
@@ -173,14 +184,16 @@ absl::Status Train(const Args& a) {
     }
     metrics_port = p == 0 ? 0 : p + env.local_rank;
   }
+  std::unique_ptr<rt::MetricsServer> metrics;
   if (metrics_port) {
     const char* host = std::getenv("RINGMASTER_METRICS_HOST");
     RM_ASSIGN_OR_RETURN(
-        auto m, rt::MakePrometheusMetrics(
-                    absl::StrCat(host != nullptr && *host ? host : "0.0.0.0", ":", *metrics_port),
-                    {{"job", job.name}, {"rank", absl::StrCat(env.rank)}}));
-    (*trainer)->set_metrics(std::move(m));
+        metrics,
+        rt::ServeRankMetrics(
+            absl::StrCat(host != nullptr && *host ? host : "0.0.0.0", ":", *metrics_port),
+            status.get(), {{"ringmaster_job", job.name}, {"rank", absl::StrCat(env.rank)}}));
   }
+  (*trainer)->set_metrics(status.get());
   g_in_loop.store(true);
   RM_ASSIGN_OR_RETURN(rt::TrainResult r, (*trainer)->Run(&g_stop));
   if (r.interrupted) return absl::AbortedError("interrupted; run again to resume");

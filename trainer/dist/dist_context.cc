@@ -35,7 +35,25 @@ absl::StatusOr<absl::Duration> CollectiveTimeoutFromEnv() {
 
 absl::StatusOr<std::unique_ptr<DistContext>> DistContext::Create(const DistEnv& env,
                                                                  bool node_groups,
-                                                                 absl::Duration timeout) {
+                                                                 absl::Duration timeout,
+                                                                 CollectiveObserver* observer) {
+  RM_ASSIGN_OR_RETURN(std::unique_ptr<DistContext> c, CreateUntraced(env, node_groups, timeout));
+  if (observer != nullptr) {
+    auto wrap = [&](std::unique_ptr<Communicator>& comm, std::unique_ptr<Communicator>& raw) {
+      if (comm == nullptr) return;
+      raw = std::move(comm);
+      comm = std::make_unique<TracedCommunicator>(raw.get(), observer, &c->collective_counter_);
+    };
+    wrap(c->world_, c->raw_world_);
+    wrap(c->intra_, c->raw_intra_);
+    wrap(c->inter_, c->raw_inter_);
+  }
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<DistContext>> DistContext::CreateUntraced(const DistEnv& env,
+                                                                         bool node_groups,
+                                                                         absl::Duration timeout) {
   std::unique_ptr<DistContext> c(new DistContext());
   c->env_ = env;
   c->timeout_ = timeout;

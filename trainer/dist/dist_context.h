@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "trainer/comm/communicator.h"
 #include "trainer/comm/store.h"
+#include "trainer/comm/traced_communicator.h"
 #include "trainer/dist/dist_env.h"
 
 namespace ringmaster::trainer {
@@ -22,9 +23,11 @@ class DistContext {
  public:
   // Rendezvous of every rank of `env` (a no-op for a single process). `node_groups` also builds
   // the intra-node and inter-node communicators (hybrid_shard). `timeout` bounds the rendezvous
-  // and every later collective.
-  static absl::StatusOr<std::unique_ptr<DistContext>> Create(const DistEnv& env, bool node_groups,
-                                                             absl::Duration timeout);
+  // and every later collective. `observer` (optional, must outlive the context) is told every
+  // collective each communicator enters and leaves, numbered across all of them.
+  static absl::StatusOr<std::unique_ptr<DistContext>> Create(
+      const DistEnv& env, bool node_groups, absl::Duration timeout,
+      CollectiveObserver* observer = nullptr);
   ~DistContext();
 
   const DistEnv& env() const { return env_; }
@@ -41,6 +44,9 @@ class DistContext {
 
  private:
   DistContext() = default;
+  static absl::StatusOr<std::unique_ptr<DistContext>> CreateUntraced(const DistEnv& env,
+                                                                     bool node_groups,
+                                                                     absl::Duration timeout);
   void Beat();
 
   DistEnv env_;
@@ -48,6 +54,9 @@ class DistContext {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Store> scoped_;  // the store under this generation's prefix
   std::unique_ptr<Communicator> world_, intra_, inter_;
+  // With an observer: the transports, wrapped by world_/intra_/inter_.
+  std::unique_ptr<Communicator> raw_world_, raw_intra_, raw_inter_;
+  std::atomic<uint64_t> collective_counter_{0};
   std::atomic<bool> stop_{false};
   std::thread heartbeat_;
 };

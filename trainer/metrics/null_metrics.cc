@@ -1,3 +1,4 @@
+#include "trainer/metrics/metrics_server.h"
 #include "trainer/metrics/trainer_metrics.h"
 
 namespace ringmaster::trainer {
@@ -17,8 +18,9 @@ class NullMetrics : public TrainerMetrics {
 std::unique_ptr<TrainerMetrics> MakeNullMetrics() { return std::make_unique<NullMetrics>(); }
 
 #ifndef RINGMASTER_HAVE_PROMETHEUS
-absl::StatusOr<std::unique_ptr<TrainerMetrics>> MakePrometheusMetrics(
-    const std::string& listen, const std::map<std::string, std::string>&) {
+absl::StatusOr<std::unique_ptr<MetricsServer>> ServeRankMetrics(
+    const std::string& listen, const RankStatus*,
+    std::vector<std::pair<std::string, std::string>>) {
   return absl::UnimplementedError("metrics on " + listen +
                                   " requested, but this build has no prometheus-cpp");
 }

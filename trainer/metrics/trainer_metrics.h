@@ -1,17 +1,13 @@
-// What a trainer tells Prometheus: one interface the training loop reports to, a no-op
-// implementation, and (when built with prometheus-cpp) one that serves /metrics over HTTP.
+// What the training loop reports, as an interface: a no-op implementation here; RankStatus
+// (rank_status.h) records it for the agent and for /metrics (metrics_server.h).
 //
 // Names follow DESIGN.md's rules (ringmaster_ prefix, base units, _total counters); labels are
-// bounded (job, rank, and op/wire for communication) — never a step. The catalogue is
+// bounded (ringmaster_job, rank, and op/wire for communication) — never a step. The catalogue is
 // docs/metrics.md.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <string>
-
-#include "absl/status/statusor.h"
 
 namespace ringmaster::trainer {
 
@@ -42,10 +38,5 @@ class TrainerMetrics {
 };
 
 std::unique_ptr<TrainerMetrics> MakeNullMetrics();
-
-// Serves /metrics on `listen` ("HOST:PORT") with constant labels `labels` (e.g. job, rank).
-// Unimplemented when this build has no prometheus-cpp; Unavailable when the port is taken.
-absl::StatusOr<std::unique_ptr<TrainerMetrics>> MakePrometheusMetrics(
-    const std::string& listen, const std::map<std::string, std::string>& labels);
 
 }  // namespace ringmaster::trainer

@@ -68,7 +68,8 @@ class Trainer {
                                                          DistContext* dist = nullptr);
 
   // Where the run reports its figures (default: nowhere).
-  void set_metrics(std::unique_ptr<TrainerMetrics> m) { metrics_ = std::move(m); }
+  // Where steps, evaluations and checkpoints are reported; not owned, must outlive Run.
+  void set_metrics(TrainerMetrics* m) { metrics_ = m != nullptr ? m : null_metrics_.get(); }
 
   // Trains to the end (or until `stop` becomes true: then checkpoints and returns early).
   absl::StatusOr<TrainResult> Run(const std::atomic<bool>* stop = nullptr);
@@ -96,7 +97,8 @@ class Trainer {
   DistContext* dist_ = nullptr;
   std::unique_ptr<BertModel<float>> net_;
   std::unique_ptr<DataParallel> dp_;
-  std::unique_ptr<TrainerMetrics> metrics_ = MakeNullMetrics();
+  std::unique_ptr<TrainerMetrics> null_metrics_ = MakeNullMetrics();
+  TrainerMetrics* metrics_ = null_metrics_.get();
   Slowdown slowdown_;  // RINGMASTER_SLOWDOWN (a simulated slower device)
   LrSchedule schedule_;
   int accumulation_ = 1;

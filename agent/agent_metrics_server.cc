@@ -1,0 +1,108 @@
+// The prometheus-cpp half of agent_metrics.h (built only with prometheus-cpp).
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+
+#include <chrono>
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+#include "agent/agent_metrics.h"
+#include "common/log.h"
+#include "trainer/metrics/figures_exposition.h"
+
+namespace ringmaster::agent {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+MetricFamily Gauge(const std::string& name, const std::string& help, const std::string& node,
+                   double value, MetricType type = MetricType::Gauge) {
+  ClientMetric m;
+  m.label.push_back({"node", node});
+  (type == MetricType::Counter ? m.counter.value : m.gauge.value) = value;
+  return MetricFamily{name, help, type, {m}};
+}
+
+class AgentCollectable : public prometheus::Collectable {
+ public:
+  AgentCollectable(const AgentMetrics* metrics, std::string node)
+      : metrics_(metrics), node_(std::move(node)) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    const AgentSnapshot s = metrics_->Latest();
+    std::vector<MetricFamily> out;
+    out.push_back(Gauge("ringmaster_agent_connected",
+                        "1 while the agent's heartbeat stream to the coordinator is up", node_,
+                        s.connected ? 1 : 0));
+    out.push_back(Gauge("ringmaster_agent_rank_starts_total",
+                        "Trainer processes this agent has started (first starts and restarts)",
+                        node_, static_cast<double>(s.rank_starts), MetricType::Counter));
+    out.push_back(Gauge("ringmaster_agent_throughput_samples_per_second",
+                        "This node's measured trainer throughput (0: not measured)", node_,
+                        metrics_->throughput()));
+    MetricFamily ranks{
+        "ringmaster_agent_ranks", "Local trainer ranks by process state", MetricType::Gauge, {}};
+    for (const auto& [state, n] : s.ranks_by_state) {
+      ClientMetric m;
+      m.label = {{"node", node_}, {"state", state}};
+      m.gauge.value = n;
+      ranks.metric.push_back(std::move(m));
+    }
+    if (!ranks.metric.empty()) out.push_back(std::move(ranks));
+
+    // The ranks' own figures, fresh from their status files.
+    std::vector<trainer::LabeledFigures> figures;
+    for (const RankSupervisor::StatusSource& src : s.sources) {
+      absl::StatusOr<trainer::RankFigures> f = trainer::ReadRankStatusFile(src.path);
+      if (!f.ok()) continue;  // not written yet: the rank is still starting
+      figures.push_back(
+          {{{"ringmaster_job", src.job_id}, {"rank", absl::StrCat(src.global_rank)}}, *f});
+    }
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    for (MetricFamily& f : trainer::TrainerFamilies(figures, now)) out.push_back(std::move(f));
+    return out;
+  }
+
+ private:
+  const AgentMetrics* metrics_;
+  std::string node_;
+};
+
+class PrometheusAgentServer : public AgentMetricsServer {
+ public:
+  PrometheusAgentServer(std::unique_ptr<prometheus::Exposer> exposer,
+                        std::shared_ptr<AgentCollectable> collectable)
+      : exposer_(std::move(exposer)), collectable_(std::move(collectable)) {
+    exposer_->RegisterCollectable(collectable_);
+  }
+  ~PrometheusAgentServer() override { exposer_->RemoveCollectable(collectable_); }
+  int port() const override {
+    const std::vector<int> ports = exposer_->GetListeningPorts();
+    return ports.empty() ? 0 : ports[0];
+  }
+
+ private:
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<AgentCollectable> collectable_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AgentMetricsServer>> ServeAgentMetrics(
+    const std::string& listen, const AgentMetrics* metrics, const std::string& node_name) {
+  try {
+    auto exposer = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1);
+    auto server = std::make_unique<PrometheusAgentServer>(
+        std::move(exposer), std::make_shared<AgentCollectable>(metrics, node_name));
+    const std::string host = listen.substr(0, listen.rfind(':'));
+    LogInfo(absl::StrCat("metrics on http://", host, ":", server->port(), "/metrics"));
+    return std::unique_ptr<AgentMetricsServer>(std::move(server));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
+  }
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,60 @@
+#include "trainer/comm/traced_communicator.h"
+
+#include <chrono>
+
+namespace ringmaster::trainer {
+
+const char* CollectiveName(Collective c) {
+  switch (c) {
+    case Collective::kAllReduceSum:
+      return "AllReduceSum";
+    case Collective::kReduceScatterSum:
+      return "ReduceScatterSum";
+    case Collective::kAllGather:
+      return "AllGather";
+    case Collective::kAllToAll:
+      return "AllToAll";
+    case Collective::kAllGatherBytes:
+      return "AllGatherBytes";
+    case Collective::kBroadcast:
+      return "Broadcast";
+    case Collective::kBarrier:
+      return "Barrier";
+  }
+  return "Unknown";
+}
+
+template <typename Fn>
+absl::Status TracedCommunicator::Trace(Collective op, Fn&& fn) {
+  const uint64_t seq = counter_->fetch_add(1, std::memory_order_relaxed) + 1;
+  observer_->OnEnter(seq, op);
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status s = fn();
+  observer_->OnLeave(
+      seq, op, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return s;
+}
+
+absl::Status TracedCommunicator::AllReduceSum(float* data, size_t n) {
+  return Trace(Collective::kAllReduceSum, [&] { return inner_->AllReduceSum(data, n); });
+}
+absl::Status TracedCommunicator::ReduceScatterSum(const float* in, float* out, size_t n) {
+  return Trace(Collective::kReduceScatterSum, [&] { return inner_->ReduceScatterSum(in, out, n); });
+}
+absl::Status TracedCommunicator::AllGather(const float* in, float* out, size_t n) {
+  return Trace(Collective::kAllGather, [&] { return inner_->AllGather(in, out, n); });
+}
+absl::Status TracedCommunicator::AllToAll(const void* in, void* out, size_t bytes) {
+  return Trace(Collective::kAllToAll, [&] { return inner_->AllToAll(in, out, bytes); });
+}
+absl::Status TracedCommunicator::AllGatherBytes(const void* in, void* out, size_t bytes) {
+  return Trace(Collective::kAllGatherBytes, [&] { return inner_->AllGatherBytes(in, out, bytes); });
+}
+absl::Status TracedCommunicator::Broadcast(float* data, size_t n, int root) {
+  return Trace(Collective::kBroadcast, [&] { return inner_->Broadcast(data, n, root); });
+}
+absl::Status TracedCommunicator::Barrier() {
+  return Trace(Collective::kBarrier, [&] { return inner_->Barrier(); });
+}
+
+}  // namespace ringmaster::trainer

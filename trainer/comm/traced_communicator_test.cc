@@ -1,0 +1,70 @@
+// TracedCommunicator numbers collectives across the communicators that share a counter and
+// reports each one entered and left, passing results (and failures) through unchanged.
+#include "trainer/comm/traced_communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "trainer/comm/local_communicator.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+struct Event {
+  bool enter;
+  uint64_t seq;
+  Collective op;
+};
+
+class RecordingObserver : public CollectiveObserver {
+ public:
+  void OnEnter(uint64_t seq, Collective op) override { events.push_back({true, seq, op}); }
+  void OnLeave(uint64_t seq, Collective op, double seconds) override {
+    EXPECT_GE(seconds, 0);
+    events.push_back({false, seq, op});
+  }
+  std::vector<Event> events;
+};
+
+class FailingCommunicator : public LocalCommunicator {
+ public:
+  absl::Status Barrier() override { return absl::UnavailableError("Barrier #9: peer gone"); }
+};
+
+TEST(TracedCommunicatorTest, NumbersCollectivesAcrossCommunicatorsSharingACounter) {
+  LocalCommunicator a_inner;
+  FailingCommunicator b_inner;
+  RecordingObserver obs;
+  std::atomic<uint64_t> counter{0};
+  TracedCommunicator a(&a_inner, &obs, &counter), b(&b_inner, &obs, &counter);
+
+  float x[2] = {1, 2}, y[2] = {0, 0};
+  ASSERT_TRUE(a.AllReduceSum(x, 2).ok());
+  ASSERT_TRUE(b.AllGather(x, y, 2).ok());
+  EXPECT_EQ(y[1], 2);  // the inner communicator really ran
+  absl::Status s = b.Barrier();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "Barrier #9: peer gone");
+  ASSERT_TRUE(a.Broadcast(x, 2, 0).ok());
+
+  const std::vector<std::pair<uint64_t, Collective>> want = {{1, Collective::kAllReduceSum},
+                                                             {2, Collective::kAllGather},
+                                                             {3, Collective::kBarrier},
+                                                             {4, Collective::kBroadcast}};
+  ASSERT_EQ(obs.events.size(), 2 * want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    for (int k = 0; k < 2; ++k) {
+      const Event& e = obs.events[2 * i + k];
+      EXPECT_EQ(e.enter, k == 0) << i;
+      EXPECT_EQ(e.seq, want[i].first) << i;
+      EXPECT_EQ(e.op, want[i].second) << i;
+    }
+  }
+  EXPECT_STREQ(CollectiveName(Collective::kReduceScatterSum), "ReduceScatterSum");
+  EXPECT_EQ(a.size(), 1);
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer
