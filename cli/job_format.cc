@@ -1,9 +1,13 @@
 #include "cli/job_format.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/progress.h"
+#include "common/rank_list.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace ringmaster::cli {
@@ -44,6 +48,12 @@ std::string FailureName(v1::FailureKind k) {
 std::string Timestamp(const google::protobuf::Timestamp& t) {
   if (t.seconds() == 0 && t.nanos() == 0) return "-";
   return google::protobuf::util::TimeUtil::ToString(t).substr(0, 19) + "Z";
+}
+
+std::string Ranks(const google::protobuf::RepeatedField<uint32_t>& ranks) {
+  std::vector<int> sorted(ranks.begin(), ranks.end());
+  std::sort(sorted.begin(), sorted.end());
+  return FormatRankList(sorted);
 }
 
 std::string Memory(uint64_t bytes) {
@@ -102,6 +112,10 @@ std::string FormatProgressLine(const v1::JobStatus& s) {
   }
   if (s.world_size() > 0) absl::StrAppend(&line, "  world ", s.world_size());
   absl::StrAppend(&line, "  restarts ", s.restarts(), "/", s.max_restarts());
+  if (s.has_stall()) {
+    absl::StrAppend(&line, "  stalled: rank(s) ", Ranks(s.stall().missing_ranks()),
+                    " not in collective #", s.stall().seq());
+  }
   if ((s.phase() == v1::JOB_PHASE_FAILED || s.phase() == v1::JOB_PHASE_RESTARTING ||
        s.phase() == v1::JOB_PHASE_CANCELLED) &&
       !s.error().empty()) {
@@ -136,6 +150,25 @@ std::string FormatJobDetails(const v1::JobStatus& s) {
     const bool failed = s.phase() == v1::JOB_PHASE_FAILED;
     absl::StrAppend(&out, failed ? "error:      " : "last issue: ",
                     kind.empty() ? "" : absl::StrCat("(", kind, ") "), s.error(), "\n");
+  }
+  if (s.has_stall()) {
+    const v1::CollectiveStall& st = s.stall();
+    absl::StrAppend(&out, "stalled:    rank(s) ", Ranks(st.missing_ranks()),
+                    " have not entered collective #", st.seq(), " (", st.op(),
+                    st.waiting_ranks_size() == 1 ? "); rank " : "); ranks ",
+                    Ranks(st.waiting_ranks()),
+                    absl::StrFormat(" waiting %.1fs", static_cast<double>(st.waited().seconds()) +
+                                                          st.waited().nanos() * 1e-9),
+                    "\n");
+  }
+  // The worst straggler, when it costs more than noise.
+  const v1::RankStraggler* worst = nullptr;
+  for (const v1::RankStraggler& r : s.stragglers()) {
+    if (worst == nullptr || r.seconds_per_step() > worst->seconds_per_step()) worst = &r;
+  }
+  if (worst != nullptr && worst->seconds_per_step() > kStragglerShownAbove) {
+    absl::StrAppend(&out, "straggler:  rank ", worst->rank(),
+                    absl::StrFormat(" (+%.2f s/step)", worst->seconds_per_step()), "\n");
   }
   for (const std::string& w : s.warnings()) absl::StrAppend(&out, "warning:    ", w, "\n");
   absl::StrAppend(&out, "created:    ", Timestamp(s.created_at()), "\n");

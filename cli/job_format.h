@@ -15,10 +15,17 @@ bool IsTerminal(v1::JobPhase phase);
 // One line, no newline:
 //   Running  step 120/1000  loss 0.4312  38.2 samples/s  ETA 1m23s  world 4  restarts 0/3
 // Fields without data are left out (no step before the first report, no ETA while unknown);
-// in Rendezvous the missing node count; on Failed the error.
+// in Rendezvous the missing node count; on Failed the error; while stalled, the ranks missing
+// from the collective.
 std::string FormatProgressLine(const v1::JobStatus& status);
 
-// Several lines for `ringmaster status JOB`.
+// A straggler costing less than this (seconds per step) is noise: `status` does not name it.
+inline constexpr double kStragglerShownAbove = 0.05;
+
+// Several lines for `ringmaster status JOB`. A stalled job adds
+//   stalled:    rank(s) 3 have not entered collective #12 (AllReduceSum); ranks 0,1,2 waiting 12.3s
+// and the worst straggler above kStragglerShownAbove
+//   straggler:  rank 2 (+0.31 s/step)
 std::string FormatJobDetails(const v1::JobStatus& status);
 
 // A table with a header for `ringmaster list`.

@@ -7,6 +7,7 @@ namespace ringmaster::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(JobFormat, ProgressLineWhileRunning) {
   v1::JobStatus s;
@@ -61,6 +62,45 @@ TEST(JobFormat, PhasesAndTables) {
   EXPECT_THAT(table, HasSubstr("gpu-a"));
   EXPECT_THAT(table, HasSubstr("Busy"));
   EXPECT_THAT(table, HasSubstr("Tesla P40 sm_61 24GiB / job-9"));
+}
+
+TEST(JobFormat, DetailsNameTheStallAndTheWorstStraggler) {
+  v1::JobStatus s;
+  s.set_phase(v1::JOB_PHASE_RUNNING);
+  s.set_world_size(4);
+  v1::CollectiveStall* stall = s.mutable_stall();
+  stall->set_seq(1234);
+  stall->set_op("AllReduceSum");
+  stall->add_missing_ranks(3);
+  for (uint32_t r : {2u, 0u, 1u}) stall->add_waiting_ranks(r);
+  stall->mutable_waited()->set_seconds(12);
+  stall->mutable_waited()->set_nanos(300'000'000);
+  const double scores[] = {0.01, -0.02, 0.31, 0};
+  for (uint32_t r = 0; r < 4; ++r) {
+    v1::RankStraggler* g = s.add_stragglers();
+    g->set_rank(r);
+    g->set_seconds_per_step(scores[r]);
+  }
+  const std::string details = FormatJobDetails(s);
+  EXPECT_THAT(details, HasSubstr("stalled:    rank(s) 3 have not entered collective #1234 "
+                                 "(AllReduceSum); ranks 0,1,2 waiting 12.3s\n"));
+  EXPECT_THAT(details, HasSubstr("straggler:  rank 2 (+0.31 s/step)\n"));
+  EXPECT_THAT(FormatProgressLine(s), HasSubstr("stalled: rank(s) 3 not in collective #1234"));
+  stall->clear_waiting_ranks();
+  stall->add_waiting_ranks(0);
+  EXPECT_THAT(FormatJobDetails(s), HasSubstr("(AllReduceSum); rank 0 waiting 12.3s\n"));
+
+  // Healthy: no stall line, and stragglers below 0.05 s/step are noise.
+  v1::JobStatus healthy;
+  healthy.set_phase(v1::JOB_PHASE_RUNNING);
+  for (uint32_t r = 0; r < 2; ++r) {
+    v1::RankStraggler* g = healthy.add_stragglers();
+    g->set_rank(r);
+    g->set_seconds_per_step(0.04 * r);
+  }
+  EXPECT_THAT(FormatJobDetails(healthy), Not(HasSubstr("stalled")));
+  EXPECT_THAT(FormatJobDetails(healthy), Not(HasSubstr("straggler")));
+  EXPECT_THAT(FormatProgressLine(healthy), Not(HasSubstr("stalled")));
 }
 
 }  // namespace

@@ -121,6 +121,10 @@ std::string LastEvalSummary(const std::string& metrics_path) {
 
 }  // namespace
 
+std::string LocalMetricsAddress(int base, int agent) {
+  return absl::StrCat("127.0.0.1:", base + (agent < 0 ? 0 : 1 + agent));
+}
+
 absl::StatusOr<std::string> PrepareDemoJob(const std::string& root) {
   std::error_code ec;
   const fs::path base = (fs::absolute(root, ec) / "runs" / "demo").lexically_normal();
@@ -216,6 +220,10 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
              std::to_string(*master_port),
              "--last-call",
              "1s"};
+  if (o.metrics_port > 0) {
+    cs.argv.push_back("--metrics-listen");
+    cs.argv.push_back(LocalMetricsAddress(o.metrics_port, -1));
+  }
   cs.env = env;
   cs.log_path = (dir / "coordinator.log").string();
   absl::StatusOr<int> cpid = launcher.Start(cs);
@@ -225,6 +233,12 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
   }
   coordinator = *cpid;
   Say(io, absl::StrCat("coordinator on ", target, " (logs and work dirs in ", dir.string(), ")"));
+  if (o.metrics_port > 0) {
+    Say(io,
+        absl::StrCat("metrics: coordinator http://", LocalMetricsAddress(o.metrics_port, -1),
+                     "/metrics, agents http://", LocalMetricsAddress(o.metrics_port, 0),
+                     o.nodes > 1 ? absl::StrCat("..", o.metrics_port + o.nodes) : "", "/metrics"));
+  }
   if (!client.WaitForConnected(absl::Seconds(30)) || launcher.Poll(coordinator)) {
     Say(io, absl::StrCat("the coordinator did not come up; see ", cs.log_path));
     shutdown();
@@ -236,6 +250,10 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
     as.argv = {o.agent_bin,  "--coordinator",        target,   "--trainer",    o.trainer,
                "--work-dir", (dir / name).string(),  "--name", name,           "--address",
                "127.0.0.1",  "--inventory-override", "none",   "--throughput", "off"};
+    if (o.metrics_port > 0) {
+      as.argv.push_back("--metrics-listen");
+      as.argv.push_back(LocalMetricsAddress(o.metrics_port, i));
+    }
     as.env = env;
     as.log_path = (dir / (name + ".log")).string();
     absl::StatusOr<int> apid = launcher.Start(as);

@@ -6,6 +6,9 @@
 //
 // Processes and their logs live in a temporary directory (kept, and named, when the job did not
 // succeed or with keep_dir).
+//
+// With metrics_port BASE (> 0), every process serves Prometheus' /metrics on 127.0.0.1: the
+// coordinator on BASE, agent i (from 0) on BASE + 1 + i.
 #pragma once
 
 #include <string>
@@ -24,7 +27,12 @@ struct LocalOptions {
   std::string coordinator_bin;  // ringmaster-coordinator
   std::string agent_bin;        // ringmaster-agent
   bool keep_dir = false;
+  int metrics_port = 0;  // BASE; 0: no /metrics
 };
+
+// The argument of --metrics-listen for the coordinator (`agent` < 0) or agent `agent` when
+// metrics start at port `base`.
+std::string LocalMetricsAddress(int base, int agent);
 
 // The job's YAML with distributed.nodes = `nodes` and distributed.procs_per_node =
 // `procs_per_node` (other keys unchanged; comments are not kept).

@@ -29,6 +29,12 @@ TEST(LocalCluster, OverridesNodesAndProcsPerNodeOnly) {
   EXPECT_FALSE(OverrideDistributed("distributed: 3\n", 1, 1).ok());
 }
 
+TEST(LocalCluster, MetricsAddressesFollowTheBasePort) {
+  EXPECT_EQ(LocalMetricsAddress(9400, -1), "127.0.0.1:9400");
+  EXPECT_EQ(LocalMetricsAddress(9400, 0), "127.0.0.1:9401");
+  EXPECT_EQ(LocalMetricsAddress(9400, 2), "127.0.0.1:9403");
+}
+
 TEST(LocalCluster, FindsAFreePort) {
   absl::StatusOr<int> p = FreeLoopbackPort();
   ASSERT_TRUE(p.ok());

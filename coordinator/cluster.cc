@@ -34,7 +34,8 @@ Cluster::Cluster(const ClusterOptions& options, JobDb& db, const Clock& clock, K
       db_(db),
       clock_(clock),
       kv_(kv),
-      command_ids_(std::make_shared<std::atomic<uint64_t>>(0)) {}
+      command_ids_(std::make_shared<std::atomic<uint64_t>>(0)),
+      started_at_(clock.Now()) {}
 
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const ClusterOptions& options, JobDb& db,
                                                          const Clock& clock, KvStore& kv) {
@@ -205,15 +206,52 @@ v1::ListNodesResponse Cluster::ListNodes() {
     info->set_node_id(n->node_id);
     *info->mutable_inventory() = n->inventory;
     JobManager* job = JobHolding(n->node_id);
-    info->set_state(n->lost ? v1::NODE_STATE_LOST
-                    : job   ? v1::NODE_STATE_BUSY
-                            : v1::NODE_STATE_READY);
+    info->set_state(StateOf(*n, job != nullptr));
     if (job != nullptr) info->set_job_id(job->id());
     SetTimestamp(n->registered_at, info->mutable_registered_at());
     SetTimestamp(n->last_heartbeat_at, info->mutable_last_heartbeat_at());
     *info->mutable_agent_version() = n->agent_version;
   }
   return response;
+}
+
+v1::NodeState Cluster::StateOf(const Node& node, bool busy) {
+  return node.lost ? v1::NODE_STATE_LOST : busy ? v1::NODE_STATE_BUSY : v1::NODE_STATE_READY;
+}
+
+ClusterSnapshot Cluster::Snapshot(absl::Duration keep_ended) {
+  absl::MutexLock lock(&mu_);
+  ClusterSnapshot snap;
+  snap.taken_at = clock_.Now();
+  snap.started_at = started_at_;
+  for (JobPhase p :
+       {JobPhase::kPending, JobPhase::kRendezvous, JobPhase::kRunning, JobPhase::kRestarting,
+        JobPhase::kSucceeded, JobPhase::kFailed, JobPhase::kCancelled}) {
+    snap.jobs_per_phase[p] = 0;
+  }
+  absl::flat_hash_set<std::string> busy;
+  for (auto& job : jobs_) {
+    ++snap.jobs_per_phase[job->phase()];
+    for (const absl::Duration d : job->rendezvous_durations()) snap.rendezvous.push_back(d);
+    if (job->terminal()) {
+      if (snap.taken_at - job->record().updated_at > keep_ended) continue;
+    } else {
+      for (std::string& n : job->nodes()) busy.insert(std::move(n));
+    }
+    snap.jobs.push_back({job->Status(), job->last_rendezvous()});
+  }
+  for (const auto& [id, n] : nodes_) {
+    ClusterSnapshot::Node& out = snap.nodes.emplace_back();
+    out.name = n.inventory.node_name().empty() ? id : n.inventory.node_name();
+    out.state = StateOf(n, busy.contains(id));
+    out.heartbeat_age = snap.taken_at - n.last_heartbeat_at;
+    out.samples_per_second = n.inventory.trainer_samples_per_second();
+  }
+  std::sort(snap.nodes.begin(), snap.nodes.end(),
+            [](const ClusterSnapshot::Node& a, const ClusterSnapshot::Node& b) {
+              return a.name < b.name;
+            });
+  return snap;
 }
 
 // ---- Agent service

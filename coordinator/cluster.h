@@ -50,7 +50,28 @@ struct ClusterOptions {
   absl::Duration lost_after = absl::Seconds(10);
   absl::Duration heartbeat_interval = absl::Seconds(2);  // told to agents at Register
   RendezvousOptions windows;                             // last_call, join_timeout
-  JobManagerOptions job;
+  JobManagerOptions job;                                 // incl. stall_after (--stall-after)
+};
+
+// The cluster at one instant, for /metrics (coordinator/coordinator_metrics.h): taken under the
+// cluster's lock in one go, so every figure of a scrape belongs to the same moment.
+struct ClusterSnapshot {
+  struct Job {
+    v1::JobStatus status;  // as GetJob shows it
+    std::optional<absl::Duration> last_rendezvous;
+  };
+  struct Node {
+    std::string name;  // the agent's node name (its id when it has none)
+    v1::NodeState state = v1::NODE_STATE_UNSPECIFIED;
+    absl::Duration heartbeat_age;   // since the agent last talked to this coordinator
+    double samples_per_second = 0;  // its measured trainer throughput; 0: not measured
+  };
+  absl::Time taken_at;
+  absl::Time started_at;                   // when this coordinator started
+  std::map<JobPhase, int> jobs_per_phase;  // every job, every phase (zeros included)
+  std::vector<Job> jobs;                   // not ended, or ended within `keep_ended`; oldest first
+  std::vector<Node> nodes;                 // by name
+  std::vector<absl::Duration> rendezvous;  // every rendezvous completed since the start
 };
 
 class Cluster {
@@ -65,6 +86,9 @@ class Cluster {
   absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& request);
   absl::StatusOr<v1::JobStatus> CancelJob(const v1::CancelJobRequest& request);
   v1::ListNodesResponse ListNodes();
+  // Jobs in per-job detail: every job that has not ended plus those that ended (last update)
+  // within `keep_ended`, so that the metrics' label sets stay bounded.
+  ClusterSnapshot Snapshot(absl::Duration keep_ended);
   // The end of one rank's log: asks the agent that ran it (SendLogs) and waits up to `timeout`
   // for its answer. NotFound for an unknown job or a log the agent does not have; Unavailable
   // when that node is not connected; DeadlineExceeded when it does not answer in time.
@@ -115,6 +139,8 @@ class Cluster {
   JobManager* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobManager* JobHolding(const std::string& node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Node& AddNode(std::string node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ready, Busy (`busy`: held by a job) or Lost.
+  static v1::NodeState StateOf(const Node& node, bool busy);
   void NodeLost(Node& node, std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopStaleRanks(Node& node, const v1::RankProgress& report, const JobManager& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -129,6 +155,7 @@ class Cluster {
   const Clock& clock_;
   KvStore& kv_;
   const std::shared_ptr<std::atomic<uint64_t>> command_ids_;
+  const absl::Time started_at_;
 
   absl::Mutex mu_;
   std::map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);                           // by node id

@@ -1,6 +1,7 @@
 // Cluster: registration, scheduling free nodes into jobs, lost heartbeats (FakeClock + Tick),
-// stale ranks being stopped, submission errors and idempotency, and a coordinator restart that
-// reloads its jobs and nodes from the database file.
+// stale ranks being stopped, submission errors and idempotency, a coordinator restart that
+// reloads its jobs and nodes from the database file, and the collective traces' stall and
+// straggler figures in the job's status.
 #include "coordinator/cluster.h"
 
 #include <unistd.h>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "coordinator/api_version.h"
+#include "coordinator/proto_convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -139,6 +141,20 @@ class ClusterTest : public ::testing::Test {
     r.set_global_rank(static_cast<uint32_t>(rank));
     r.set_state(state);
     r.set_exit_code(code);
+    return r;
+  }
+
+  // A running rank's report with its collective trace.
+  v1::RankProgress Traced(const std::string& job, int rank, uint64_t seq, bool inside,
+                          absl::Time entered, double comm_seconds = 0, int64_t steps = 0) {
+    v1::RankProgress r = Rank(job, 0, rank, v1::RANK_PROCESS_STATE_RUNNING);
+    r.set_has_trace(true);
+    r.set_collective_seq(seq);
+    r.set_collective_op("AllReduceSum");
+    r.set_in_collective(inside);
+    SetTimestamp(entered, r.mutable_collective_entered_at());
+    r.set_comm_seconds(comm_seconds);
+    r.set_steps_this_process(steps);
     return r;
   }
 
@@ -434,6 +450,80 @@ TEST_F(ClusterTest, GetLogsAsksTheAgentThatRanTheRankAndWaitsForItsAnswer) {
   EXPECT_EQ(cluster_->GetLogs(req, absl::Seconds(1)).status().code(), absl::StatusCode::kNotFound);
   req.set_job_id("job-nope");
   EXPECT_EQ(cluster_->GetLogs(req, absl::Seconds(1)).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClusterTest, AStallNamesTheRanksMissingFromTheCollectiveAndIsLoggedOnce) {
+  options_.job.stall_after = absl::Seconds(10);
+  options_.lost_after = absl::Seconds(60);  // the agents stay quiet while the ranks wait
+  Open();
+  const std::vector<std::string> nodes = {Connect("a", "10.0.0.1"), Connect("b", "10.0.0.2"),
+                                          Connect("c", "10.0.0.3")};
+  const std::string job = Submit("3");
+  ASSERT_EQ(Job(job).world_size(), 3u);
+  // Ranks 0 and 1 enter collective #12; rank 2 is still after #11.
+  const absl::Time entered = clock_.Now();
+  Heartbeat(nodes[0], {Traced(job, 0, 12, true, entered)});
+  Heartbeat(nodes[1], {Traced(job, 1, 12, true, entered + absl::Seconds(1))});
+  Heartbeat(nodes[2], {Traced(job, 2, 11, false, entered - absl::Seconds(1))});
+  clock_.Advance(absl::Seconds(9));
+  cluster_->Tick();
+  EXPECT_FALSE(Job(job).has_stall());
+
+  clock_.Advance(absl::Seconds(3));
+  testing::internal::CaptureStderr();
+  cluster_->Tick();
+  cluster_->Tick();
+  const std::string log = testing::internal::GetCapturedStderr();
+  const v1::JobStatus s = Job(job);
+  ASSERT_TRUE(s.has_stall());
+  EXPECT_EQ(s.stall().seq(), 12u);
+  EXPECT_EQ(s.stall().op(), "AllReduceSum");
+  EXPECT_THAT(s.stall().missing_ranks(), ElementsAre(2));
+  EXPECT_THAT(s.stall().waiting_ranks(), ElementsAre(0, 1));
+  EXPECT_EQ(DurationFromProto(s.stall().waited()), absl::Seconds(12));
+  EXPECT_THAT(log, HasSubstr("WARNING"));
+  EXPECT_THAT(log, HasSubstr("rank(s) 2 have not entered collective #12 (AllReduceSum); "
+                             "rank(s) 0,1 waited 12s"));
+  EXPECT_EQ(log.find("collective #12"), log.rfind("collective #12")) << "logged once: " << log;
+  // ListJobs carries it too.
+  v1::ListJobsResponse list = *cluster_->ListJobs(v1::ListJobsRequest());
+  ASSERT_EQ(list.jobs_size(), 1);
+  EXPECT_TRUE(list.jobs(0).has_stall());
+
+  // Rank 2 arrives: the collective completes, no stall.
+  Heartbeat(nodes[2], {Traced(job, 2, 12, true, clock_.Now())});
+  EXPECT_FALSE(Job(job).has_stall());
+}
+
+TEST_F(ClusterTest, StragglerScoresOnceEveryRankHasReportedTimings) {
+  const std::vector<std::string> nodes = {Connect("a", "10.0.0.1"), Connect("b", "10.0.0.2"),
+                                          Connect("c", "10.0.0.3")};
+  const std::string job = Submit("3");
+  // One step a second; rank 1 computes 0.3 s/step longer, so the others wait for it inside
+  // the all-reduce: 0.4 s/step inside collectives against its 0.1.
+  const double comm_per_step[] = {0.4, 0.1, 0.4};
+  for (int t = 2; t <= 20; t += 2) {
+    clock_.Advance(absl::Seconds(2));
+    for (int r = 0; r < 3; ++r) {
+      // Rank 2 reports no timings until late: no scores before.
+      if (r == 2 && t < 12) continue;
+      Heartbeat(nodes[static_cast<size_t>(r)], {Traced(job, r, static_cast<uint64_t>(t), false,
+                                                       clock_.Now(), comm_per_step[r] * t, t)});
+    }
+    if (t == 10) {
+      EXPECT_EQ(Job(job).stragglers_size(), 0);
+    }
+  }
+  const v1::JobStatus s = Job(job);
+  ASSERT_EQ(s.stragglers_size(), 3);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(s.stragglers(r).rank(), static_cast<uint32_t>(r));
+  EXPECT_NEAR(s.stragglers(0).seconds_per_step(), 0, 1e-9);
+  EXPECT_NEAR(s.stragglers(1).seconds_per_step(), 0.3, 1e-9);
+  EXPECT_NEAR(s.stragglers(2).seconds_per_step(), 0, 1e-9);
+  EXPECT_FALSE(s.has_stall());
+  // A new generation starts over.
+  Heartbeat(nodes[1], {Rank(job, 0, 1, v1::RANK_PROCESS_STATE_EXITED, 1)});
+  EXPECT_EQ(Job(job).stragglers_size(), 0);
 }
 
 }  // namespace

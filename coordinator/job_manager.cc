@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/rank_list.h"
 #include "coordinator/absl_view.h"
 #include "coordinator/proto_convert.h"
 
@@ -39,7 +40,8 @@ JobManager::JobManager(JobRecord record, std::optional<JobRequirements> requirem
       options_(options),
       db_(db),
       clock_(clock),
-      state_(record_.id, record_.max_restarts, record_.state) {}
+      state_(record_.id, record_.max_restarts, record_.state),
+      stragglers_(options.stragglers) {}
 
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(JobRecord record,
                                                                JobRequirements requirements,
@@ -160,6 +162,10 @@ absl::Status JobManager::Join(const PlanNode& node, std::shared_ptr<AgentChannel
 }
 
 absl::Status JobManager::Tick() {
+  if (state_.phase() == JobPhase::kRunning) {
+    LogNewStall();
+    return absl::OkStatus();
+  }
   if (state_.phase() != JobPhase::kRendezvous || !rendezvous_) return absl::OkStatus();
   const RendezvousStatus& rs = rendezvous_->Poll();
   if (rs.state == RendezvousState::kFailed) {
@@ -183,6 +189,7 @@ absl::Status JobManager::Launch() {
     return Finish(state_.Fail({FailureKind::kPlanning, std::string(plan.status().message())}));
   }
   plan_ = *std::move(plan);
+  rendezvous_durations_.push_back(clock_.Now() - rendezvous_->Poll().started);
   rendezvous_.reset();
   for (const std::string& w : plan_->warnings) {
     LogWarning(absl::StrCat("job ", id(), ": ", w));
@@ -195,6 +202,8 @@ absl::Status JobManager::Launch() {
   last_generation_ = generation();
   start_commands_.clear();
   progressed_ = false;
+  stragglers_.Reset(plan_->world_size);
+  logged_stall_seq_ = 0;
   // By node id: a linear search per node was quadratic at thousands of nodes.
   absl::flat_hash_map<std::string, Participant*> by_node;
   by_node.reserve(participants_.size());
@@ -257,6 +266,8 @@ void JobManager::ClearGeneration() {
   ranks_.clear();
   start_commands_.clear();
   progressed_ = false;
+  stragglers_.Reset(0);
+  logged_stall_seq_ = 0;
 }
 
 absl::Status JobManager::Finish(absl::Status transition) {
@@ -318,6 +329,10 @@ absl::Status JobManager::OnRankReport(std::string_view node_id, const v1::RankPr
     case v1::RANK_PROCESS_STATE_RUNNING: {
       if (r.state() == v1::RANK_PROCESS_STATE_RUNNING || r.step() > 0) progressed_ = true;
       rs.samples_per_second = r.samples_per_second();
+      if (r.has_trace()) {
+        rs.trace = TraceFromProto(r);
+        stragglers_.Observe(rank, clock_.Now(), r.comm_seconds(), r.steps_this_process());
+      }
       if (rank == 0) {
         step_ = r.step();
         if (r.total_steps() > 0) total_steps_ = r.total_steps();
@@ -371,6 +386,25 @@ absl::Status JobManager::Cancel(std::string_view reason) {
   return Finish(state_.Cancel(reason));
 }
 
+std::optional<StallDiagnosis> JobManager::Stall() const {
+  if (state_.phase() != JobPhase::kRunning || ranks_.empty()) return std::nullopt;
+  std::vector<RankTrace> traces;
+  traces.reserve(ranks_.size());
+  for (const RankState& r : ranks_) traces.push_back(r.trace);
+  return DiagnoseStall(traces, clock_.Now(), options_.stall_after);
+}
+
+void JobManager::LogNewStall() {
+  std::optional<StallDiagnosis> stall = Stall();
+  if (!stall || stall->seq == logged_stall_seq_) return;
+  logged_stall_seq_ = stall->seq;
+  LogWarning(absl::StrCat(
+      "job ", id(), ": generation ", generation(), " stalled: rank(s) ",
+      FormatRankList(stall->missing), " have not entered collective #", stall->seq, " (", stall->op,
+      "); rank(s) ", FormatRankList(stall->waiting), " waited ",
+      absl::FormatDuration(absl::Trunc(stall->waited, absl::Milliseconds(100))), " inside it"));
+}
+
 v1::JobStatus JobManager::Status() {
   v1::JobStatus s;
   s.set_job_id(record_.id);
@@ -400,6 +434,14 @@ v1::JobStatus JobManager::Status() {
     if (sps > 0 && global_batch > 0 && total_steps_ > step_) {
       const double seconds = static_cast<double>(total_steps_ - step_) * global_batch / sps;
       SetDuration(absl::Seconds(seconds), s.mutable_eta());
+    }
+    if (std::optional<StallDiagnosis> stall = Stall()) StallToProto(*stall, s.mutable_stall());
+    if (std::optional<std::vector<double>> scores = stragglers_.Scores()) {
+      for (size_t r = 0; r < scores->size(); ++r) {
+        v1::RankStraggler* out = s.add_stragglers();
+        out->set_rank(static_cast<uint32_t>(r));
+        out->set_seconds_per_step((*scores)[r]);
+      }
     }
   }
   if (state_.phase() == JobPhase::kRendezvous && rendezvous_) {

@@ -22,6 +22,10 @@
 // going, and the owner stops any rank that reports an older generation. The coordinator's own
 // restart is not the job's fault, so it does not spend a restart.
 //
+// While Running, the ranks' collective traces give the hang diagnosis and straggler scores of
+// coordinator/hang_diagnosis.h: Status() carries them, and Tick() logs a warning the first time
+// each stall is seen.
+//
 // Not thread-safe: the owner (Cluster) serialises every call.
 #pragma once
 
@@ -39,6 +43,7 @@
 #include "absl/time/time.h"
 #include "coordinator/agent_channel.h"
 #include "coordinator/clock.h"
+#include "coordinator/hang_diagnosis.h"
 #include "coordinator/job_db.h"
 #include "coordinator/job_requirements.h"
 #include "coordinator/job_state.h"
@@ -56,6 +61,9 @@ struct JobManagerOptions {
   std::string coordinator_address;                // RINGMASTER_COORDINATOR for the ranks
   int master_port = 29500;                        // MASTER_PORT: rank 0's own rendezvous store
   absl::Duration stop_grace = absl::Seconds(30);  // StopRanks.grace_period (SIGTERM → SIGKILL)
+  // A wait inside a collective that other ranks have not entered, longer than this, is a stall.
+  absl::Duration stall_after = absl::Seconds(10);
+  StragglerOptions stragglers;
 };
 
 class JobManager {
@@ -88,6 +96,7 @@ class JobManager {
   // completes the rendezvous (MAX nodes) plans and starts the generation.
   absl::Status Join(const PlanNode& node, std::shared_ptr<AgentChannel> channel);
   // Applies rendezvous deadlines: last call over → plan and start; join timeout → Failed.
+  // While Running, logs a stall the first time it is seen.
   absl::Status Tick();
   // The node's agent is gone (no heartbeat within lost_after, or it re-registered after a
   // restart): it leaves the rendezvous, or its generation fails (restart or Failed).
@@ -109,6 +118,17 @@ class JobManager {
   std::optional<std::pair<std::string, int64_t>> NodeOfRank(int rank) const;
   const JobRecord& record() const { return record_; }
 
+  // Ranks holding the current generation up (Running only); nullopt: no stall.
+  std::optional<StallDiagnosis> Stall() const;
+  // How long the last rendezvous this coordinator completed took (gather start to launch);
+  // nullopt before the first.
+  std::optional<absl::Duration> last_rendezvous() const {
+    if (rendezvous_durations_.empty()) return std::nullopt;
+    return rendezvous_durations_.back();
+  }
+  // Every rendezvous of this job completed since the coordinator started (one per generation).
+  const std::vector<absl::Duration>& rendezvous_durations() const { return rendezvous_durations_; }
+
  private:
   struct Participant {
     PlanNode node;
@@ -118,6 +138,7 @@ class JobManager {
     std::string node_id;
     bool exited_ok = false;
     double samples_per_second = 0;
+    RankTrace trace;  // the latest report that carried one
   };
 
   JobManager(JobRecord record, std::optional<JobRequirements> requirements,
@@ -132,6 +153,7 @@ class JobManager {
   absl::Status Finish(absl::Status transition);  // after a terminal transition
   void StopParticipants(int64_t generation, std::string_view reason, std::string_view skip_node);
   void ClearGeneration();
+  void LogNewStall();  // a warning the first time a collective's stall is seen
   Participant* FindParticipant(std::string_view node_id);
 
   JobRecord record_;
@@ -148,10 +170,13 @@ class JobManager {
   std::vector<RankState> ranks_;                               // by global rank, while Running
   absl::flat_hash_map<uint64_t, std::string> start_commands_;  // StartRanks id → node
   bool progressed_ = false;  // some rank of this generation has reported progress
+  StragglerTracker stragglers_;
+  uint64_t logged_stall_seq_ = 0;  // the collective of this generation whose stall was logged
 
   // Where each rank of the newest started generation ran (survives ClearGeneration).
   std::vector<std::string> last_rank_nodes_;
   int64_t last_generation_ = -1;
+  std::vector<absl::Duration> rendezvous_durations_;
 
   // Progress, from rank 0 (step, loss) and every rank (samples/s).
   int64_t step_ = 0;

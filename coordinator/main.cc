@@ -2,10 +2,13 @@
 //
 //   ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]
 //       [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]
+//       [--stall-after 10s] [--metrics-listen HOST:PORT]
 //
 // No TLS yet (issue #8): it listens without encryption on exactly --listen. --advertise is the
-// address ranks are told to reach it at (RINGMASTER_COORDINATOR); default: --listen. Stops on
-// SIGINT / SIGTERM.
+// address ranks are told to reach it at (RINGMASTER_COORDINATOR); default: --listen.
+// --stall-after: how long ranks may wait inside a collective that others have not entered before
+// the job's status names them (docs/control-plane.md). --metrics-listen serves Prometheus'
+// /metrics there (port 0: a free one, logged; docs/metrics.md). Stops on SIGINT / SIGTERM.
 #include <signal.h>
 
 #include <algorithm>
@@ -22,6 +25,7 @@
 #include "common/log.h"
 #include "coordinator/clock.h"
 #include "coordinator/cluster.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/coordinator_server.h"
 #include "coordinator/job_db.h"
 #include "coordinator/kv_store.h"
@@ -33,7 +37,8 @@ using ringmaster::LogInfo;
 
 constexpr char kUsage[] =
     "usage: ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]\n"
-    "         [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]\n";
+    "         [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]\n"
+    "         [--stall-after 10s] [--metrics-listen HOST:PORT]\n";
 
 struct Flags {
   std::string listen;
@@ -43,6 +48,8 @@ struct Flags {
   absl::Duration last_call = absl::Seconds(5);
   absl::Duration join_timeout = absl::Seconds(300);
   int master_port = 29500;
+  absl::Duration stall_after = absl::Seconds(10);
+  std::string metrics_listen;  // empty: no /metrics
 };
 
 bool ParseDurationFlag(std::string_view name, const char* value, absl::Duration* out) {
@@ -80,6 +87,10 @@ int ParseFlags(int argc, char** argv, Flags* f) {
       ok = ParseDurationFlag(arg, v, &f->last_call);
     } else if (arg == "--join-timeout") {
       ok = ParseDurationFlag(arg, v, &f->join_timeout);
+    } else if (arg == "--stall-after") {
+      ok = ParseDurationFlag(arg, v, &f->stall_after);
+    } else if (arg == "--metrics-listen") {
+      f->metrics_listen = v;
     } else if (arg == "--master-port") {
       ok = absl::SimpleAtoi(v, &f->master_port) && f->master_port > 0 && f->master_port < 65536;
       if (!ok) std::fprintf(stderr, "ringmaster-coordinator: --master-port: bad port '%s'\n", v);
@@ -93,8 +104,16 @@ int ParseFlags(int argc, char** argv, Flags* f) {
     std::fprintf(stderr, "ringmaster-coordinator: --listen and --db are required\n%s", kUsage);
     return 2;
   }
-  if (f->lost_after <= absl::ZeroDuration() || f->join_timeout <= absl::ZeroDuration()) {
-    std::fprintf(stderr, "ringmaster-coordinator: --lost-after and --join-timeout must be > 0\n");
+  if (f->lost_after <= absl::ZeroDuration() || f->join_timeout <= absl::ZeroDuration() ||
+      f->stall_after <= absl::ZeroDuration()) {
+    std::fprintf(stderr,
+                 "ringmaster-coordinator: --lost-after, --join-timeout and --stall-after must be "
+                 "> 0\n");
+    return 2;
+  }
+  if (!f->metrics_listen.empty() && f->metrics_listen.rfind(':') == std::string::npos) {
+    std::fprintf(stderr, "ringmaster-coordinator: --metrics-listen: '%s' is not HOST:PORT\n",
+                 f->metrics_listen.c_str());
     return 2;
   }
   return 0;
@@ -131,12 +150,23 @@ int main(int argc, char** argv) {
   options.windows.join_timeout = flags.join_timeout;
   options.job.coordinator_address = flags.advertise.empty() ? flags.listen : flags.advertise;
   options.job.master_port = flags.master_port;
+  options.job.stall_after = flags.stall_after;
   rc::KvStore kv;
   absl::StatusOr<std::unique_ptr<rc::Cluster>> cluster =
       rc::Cluster::Create(options, **db, clock, kv);
   if (!cluster.ok()) {
     LogError(cluster.status().ToString());
     return 1;
+  }
+  std::unique_ptr<rc::MetricsServer> metrics;
+  if (!flags.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<rc::MetricsServer>> m =
+        rc::StartMetricsServer(flags.metrics_listen, **cluster);
+    if (!m.ok()) {
+      LogError(absl::StrCat("--metrics-listen: ", m.status().message()));
+      return 1;
+    }
+    metrics = *std::move(m);
   }
   const absl::Duration tick = std::min(absl::Milliseconds(250), flags.lost_after / 4);
   absl::StatusOr<std::unique_ptr<rc::CoordinatorServer>> server =
@@ -151,6 +181,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   LogInfo(absl::StrCat("signal ", sig, ": shutting down"));
+  metrics.reset();
   (*server)->Shutdown();
   return 0;
 }

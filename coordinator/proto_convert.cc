@@ -108,4 +108,28 @@ absl::Duration DurationFromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
 }
 
+absl::Time TimeFromProto(const google::protobuf::Timestamp& t) {
+  if (t.seconds() == 0 && t.nanos() == 0) return absl::InfinitePast();
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+RankTrace TraceFromProto(const v1::RankProgress& report) {
+  RankTrace t;
+  t.has_trace = report.has_trace();
+  t.collective_seq = report.collective_seq();
+  t.collective_op = report.collective_op();
+  t.in_collective = report.in_collective();
+  t.entered_at = TimeFromProto(report.collective_entered_at());
+  t.process_stopped = report.process_stopped();
+  return t;
+}
+
+void StallToProto(const StallDiagnosis& stall, v1::CollectiveStall* out) {
+  out->set_seq(stall.seq);
+  out->set_op(stall.op);
+  for (int r : stall.missing) out->add_missing_ranks(static_cast<uint32_t>(r));
+  for (int r : stall.waiting) out->add_waiting_ranks(static_cast<uint32_t>(r));
+  SetDuration(stall.waited, out->mutable_waited());
+}
+
 }  // namespace ringmaster::coordinator

@@ -3,10 +3,12 @@
 #pragma once
 
 #include "absl/time/time.h"
+#include "coordinator/hang_diagnosis.h"
 #include "coordinator/job_state.h"
 #include "coordinator/node_inventory.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
+#include "ringmaster/v1/agent.pb.h"
 #include "ringmaster/v1/types.pb.h"
 
 namespace ringmaster::coordinator {
@@ -20,5 +22,11 @@ v1::FailureKind FailureKindToProto(FailureKind kind);
 void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out);
 void SetDuration(absl::Duration d, google::protobuf::Duration* out);
 absl::Duration DurationFromProto(const google::protobuf::Duration& d);
+// An unset timestamp (zero) is absl::InfinitePast().
+absl::Time TimeFromProto(const google::protobuf::Timestamp& t);
+
+// The collective trace fields of a rank's report.
+RankTrace TraceFromProto(const v1::RankProgress& report);
+void StallToProto(const StallDiagnosis& stall, v1::CollectiveStall* out);
 
 }  // namespace ringmaster::coordinator
