@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "agent/rotating_log.h"
@@ -180,6 +182,18 @@ void ProcessLauncher::Forget(int pid) {
     children_.erase(it);
   }
   if (c->reader.joinable()) c->reader.join();
+}
+
+// True when /proc says the process is stopped by a signal or a tracer (state T or t).
+bool IsProcessStopped(int pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  // "pid (comm) S ...": comm may hold spaces and parentheses, so look after the last ')'.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return false;
+  const char state = stat[close + 2];
+  return state == 'T' || state == 't';
 }
 
 }  // namespace ringmaster::agent

@@ -43,4 +43,8 @@ class ProcessLauncher final : public Launcher {
   std::map<int, std::unique_ptr<Child>> children_ ABSL_GUARDED_BY(mu_);
 };
 
+// True when /proc says process `pid` is stopped by a signal (SIGSTOP) or a tracer: alive, but
+// it cannot run. False when it runs, sleeps or does not exist.
+bool IsProcessStopped(int pid);
+
 }  // namespace ringmaster::agent

@@ -67,6 +67,32 @@ TEST_F(ProcessLauncherTest, SignalsAndReportsTheSignal) {
   EXPECT_TRUE(l.Signal(*pid, SIGKILL).ok());  // already gone: harmless
 }
 
+TEST_F(ProcessLauncherTest, TellsAStoppedProcessFromARunningOne) {
+  ProcessLauncher l;
+  LaunchSpec s;
+  s.argv = {"/bin/sh", "-c", "exec sleep 600"};
+  s.log_path = (dir_ / "stop.log").string();
+  absl::StatusOr<int> pid = l.Start(s);
+  ASSERT_TRUE(pid.ok());
+  EXPECT_FALSE(IsProcessStopped(*pid));
+  ASSERT_TRUE(l.Signal(*pid, SIGSTOP).ok());
+  // The signal is delivered asynchronously: poll (bounded) for the state change.
+  bool stopped = false;
+  for (int i = 0; i < 500 && !(stopped = IsProcessStopped(*pid)); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(stopped);
+  ASSERT_TRUE(l.Signal(*pid, SIGCONT).ok());
+  for (int i = 0; i < 500 && (stopped = IsProcessStopped(*pid)); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(stopped);
+  EXPECT_FALSE(l.Poll(*pid).has_value());  // stopping is not ending
+  ASSERT_TRUE(l.Signal(*pid, SIGKILL).ok());
+  EXPECT_EQ(WaitFor(l, *pid).signal, SIGKILL);
+  EXPECT_FALSE(IsProcessStopped(999999999));
+}
+
 TEST_F(ProcessLauncherTest, ExecFailureIsAnError) {
   ProcessLauncher l;
   LaunchSpec s;

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/process_launcher.h"
 #include "common/file_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "trainer/job/job_spec.h"
@@ -398,7 +399,10 @@ std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
       if (gen.cmd.world_size() > 0) {
         rp.set_samples_per_second(p.samples_per_second / gen.cmd.world_size());
       }
-      if (!Ended(rank)) AddTrace(rank.status_path, &rp);
+      if (!Ended(rank)) {
+        AddTrace(rank.status_path, &rp);
+        rp.set_process_stopped(rank.pid > 0 && IsProcessStopped(rank.pid));
+      }
       if (!rank.start_error.empty()) {
         rp.set_last_error_line(rank.start_error);
         if (gen.job_file.empty()) rp.set_failure_kind(v1::FAILURE_KIND_DETERMINISTIC_STARTUP);

@@ -530,6 +530,8 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
         const CommCounters& cc = dp_->counters();
         metrics_->OnStep(fig, CommTotals{cc.gather_bytes.load(), cc.reduce_raw_bytes.load(),
                                          cc.reduce_wire_bytes.load()});
+        const MemoryStats mem_now = dp_->memory();
+        metrics_->OnMemory(mem_now.persistent_bytes, mem_now.peak_transient_bytes);
         if (cursor_ >= plan_size) {
           if (!eval_.empty()) {
             RM_ASSIGN_OR_RETURN(result.eval, EvaluateAll());
