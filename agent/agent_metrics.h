@@ -1,8 +1,8 @@
 // What the agent shows on /metrics: its own state (connected, ranks by state, trainer starts,
-// measured throughput) and the live figures of every rank it runs, read from the ranks' status
-// files at scrape time and labelled ringmaster_job (the job id) and rank. The agent's loop
-// publishes a snapshot after each report; the HTTP thread reads the latest one. Catalogue:
-// docs/metrics.md.
+// measured throughput), its GPUs (NVML, where present) and the live figures of every rank it runs,
+// read from the ranks' status files at scrape time and labelled ringmaster_job (the job id) and
+// rank. The agent's loop publishes a snapshot after each report; the HTTP thread reads the latest
+// one. Catalogue: docs/metrics.md.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/gpu_monitor.h"
 #include "agent/rank_supervisor.h"
 #include "ringmaster/v1/agent.pb.h"
 
@@ -34,16 +35,19 @@ std::map<std::string, int> CountRankStates(const std::vector<v1::RankProgress>& 
 
 class AgentMetrics {
  public:
-  explicit AgentMetrics(double throughput_samples_per_second)
-      : throughput_(throughput_samples_per_second) {}
+  // `gpus` (optional, must outlive this) is read at scrape time.
+  explicit AgentMetrics(double throughput_samples_per_second, GpuMonitor* gpus = nullptr)
+      : throughput_(throughput_samples_per_second), gpus_(gpus) {}
 
   void Publish(AgentSnapshot s) ABSL_LOCKS_EXCLUDED(mu_);
   void SetConnected(bool connected) ABSL_LOCKS_EXCLUDED(mu_);
   AgentSnapshot Latest() const ABSL_LOCKS_EXCLUDED(mu_);
   double throughput() const { return throughput_; }
+  GpuMonitor* gpus() const { return gpus_; }
 
  private:
   const double throughput_;
+  GpuMonitor* const gpus_;
   mutable absl::Mutex mu_;
   AgentSnapshot latest_ ABSL_GUARDED_BY(mu_);
 };

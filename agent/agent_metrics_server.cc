@@ -51,6 +51,7 @@ class AgentCollectable : public prometheus::Collectable {
       ranks.metric.push_back(std::move(m));
     }
     if (!ranks.metric.empty()) out.push_back(std::move(ranks));
+    AddGpuFamilies(&out);
 
     // The ranks' own figures, fresh from their status files.
     std::vector<trainer::LabeledFigures> figures;
@@ -67,6 +68,35 @@ class AgentCollectable : public prometheus::Collectable {
   }
 
  private:
+  // Declared even without NVML (HELP and TYPE only), so dashboards find the names everywhere.
+  void AddGpuFamilies(std::vector<MetricFamily>* out) const {
+    MetricFamily used{
+        "ringmaster_gpu_memory_used_bytes", "GPU memory in use (NVML)", MetricType::Gauge, {}};
+    MetricFamily total{"ringmaster_gpu_memory_total_bytes",
+                       "GPU memory on the device (NVML)",
+                       MetricType::Gauge,
+                       {}};
+    MetricFamily util{"ringmaster_gpu_utilization_ratio",
+                      "Share of the last sample period in which a kernel ran (NVML)",
+                      MetricType::Gauge,
+                      {}};
+    if (metrics_->gpus() != nullptr) {
+      for (const GpuReading& g : metrics_->gpus()->Read()) {
+        ClientMetric m;
+        m.label = {{"node", node_}, {"gpu", absl::StrCat(g.index)}, {"UUID", g.uuid}};
+        m.gauge.value = static_cast<double>(g.memory_used_bytes);
+        used.metric.push_back(m);
+        m.gauge.value = static_cast<double>(g.memory_total_bytes);
+        total.metric.push_back(m);
+        m.gauge.value = g.utilization;
+        util.metric.push_back(std::move(m));
+      }
+    }
+    out->push_back(std::move(used));
+    out->push_back(std::move(total));
+    out->push_back(std::move(util));
+  }
+
   const AgentMetrics* metrics_;
   std::string node_;
 };

@@ -33,7 +33,28 @@ TEST(AgentMetricsTest, CountsEveryStateIncludingZeros) {
   EXPECT_EQ(n["failed_to_start"], 0);
 }
 
+// NVML does not exist on this machine (no NVIDIA driver): the monitor must say so, not crash.
+TEST(GpuMonitorTest, WithoutADriverNvmlIsNotFound) {
+  absl::StatusOr<std::unique_ptr<GpuMonitor>> m = OpenNvmlMonitor();
+  if (m.ok()) GTEST_SKIP() << "this machine has NVML";
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound) << m.status();
+  EXPECT_THAT(std::string(m.status().message()), HasSubstr("libnvidia-ml.so.1"));
+}
+
 #ifdef RINGMASTER_HAVE_PROMETHEUS
+class FakeGpus : public GpuMonitor {
+ public:
+  std::vector<GpuReading> Read() override {
+    GpuReading g;
+    g.index = 1;
+    g.uuid = "GPU-abc";
+    g.memory_used_bytes = uint64_t{1} << 30;
+    g.memory_total_bytes = uint64_t{24} << 30;
+    g.utilization = 0.75;
+    return {g};
+  }
+};
+
 // GET /metrics from 127.0.0.1:port; the whole response.
 std::string HttpGet(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -71,7 +92,8 @@ TEST(AgentMetricsTest, ServesItsStateAndItsRanksFigures) {
   f.unix_time = 1'700'000'000;
   (*status)->OnStep(f, {});
 
-  AgentMetrics metrics(123.5);
+  FakeGpus gpus;
+  AgentMetrics metrics(123.5, &gpus);
   AgentSnapshot snap;
   snap.connected = true;
   snap.ranks_by_state = {{"running", 1}, {"exited", 0}};
@@ -91,6 +113,12 @@ TEST(AgentMetricsTest, ServesItsStateAndItsRanksFigures) {
                               "rank=\"5\"} 6"));
   EXPECT_THAT(page, HasSubstr("ringmaster_trainer_loss{ringmaster_job=\"job-9\",rank=\"5\"} 0.5"));
   EXPECT_THAT(page, Not(HasSubstr("rank=\"6\"")));  // no status file yet: left out
+  EXPECT_THAT(page, HasSubstr("ringmaster_gpu_memory_used_bytes{node=\"node-a\",gpu=\"1\","
+                              "UUID=\"GPU-abc\"} 1073741824"));
+  EXPECT_THAT(page, HasSubstr("ringmaster_gpu_memory_total_bytes{node=\"node-a\",gpu=\"1\","
+                              "UUID=\"GPU-abc\"} 25769803776"));
+  EXPECT_THAT(page, HasSubstr("ringmaster_gpu_utilization_ratio{node=\"node-a\",gpu=\"1\","
+                              "UUID=\"GPU-abc\"} 0.75"));
 
   // Figures are read at scrape time; the connection state follows the loop.
   f.samples = 4;
