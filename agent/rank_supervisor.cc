@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/path_policy.h"
 #include "agent/process_launcher.h"
 #include "common/file_util.h"
 #include "google/protobuf/util/time_util.h"
@@ -67,12 +68,41 @@ absl::Status ValidateJobId(const std::string& id) {
 
 }  // namespace
 
+bool ReservedEnvName(std::string_view name) {
+  // RINGMASTER_STATUS_FILE is set by the agent (Launch); the others come from the node or
+  // name code or files the loader, libc, a shell, Python, OpenMP, CUDA or NCCL would load.
+  // clang-format off
+  static constexpr std::string_view kNames[] = {
+      "RINGMASTER_STATUS_FILE", "PATH", "HOME", "TMPDIR", "SHELL", "IFS", "ENV", "BASH_ENV",
+      "GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH", "HOSTALIASES", "RESOLV_HOST_CONF",
+      "LOCALDOMAIN", "MALLOC_CHECK_", "MALLOC_TRACE", "TZDIR",
+      "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP",
+      "OMP_TOOL", "OMP_TOOL_LIBRARIES", "OMP_TOOL_VERBOSE_INIT",
+      "CUDA_INJECTION64_PATH", "CUDA_INJECTION32_PATH",
+      "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN", "NCCL_ENV_PLUGIN",
+      "NCCL_CONF_FILE", "NCCL_DEBUG_FILE", "NCCL_TOPO_FILE", "NCCL_TOPO_DUMP_FILE",
+      "NCCL_GRAPH_FILE", "NCCL_GRAPH_DUMP_FILE"};
+  // clang-format on
+  static constexpr std::string_view kPrefixes[] = {"LD_", "DYLD_", "GLIBC_"};
+  for (std::string_view n : kNames) {
+    if (name == n) return true;
+  }
+  for (std::string_view p : kPrefixes) {
+    if (name.substr(0, p.size()) == p) return true;
+  }
+  return false;
+}
+
 absl::Status ValidateEnv(const google::protobuf::Map<std::string, std::string>& env) {
   if (env.size() > 256) return absl::InvalidArgumentError("more than 256 environment variables");
   for (const auto& [k, v] : env) {
     if (!ValidName(k, 128, false)) {
       return absl::InvalidArgumentError(
           absl::StrCat("environment variable name '", k.substr(0, 128), "' is not [A-Z0-9_]+"));
+    }
+    if (ReservedEnvName(k)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "environment variable ", k, " is reserved: the agent sets it or it loads other code"));
     }
     if (v.size() > (size_t{128} << 10) || v.find('\0') != std::string::npos) {
       return absl::InvalidArgumentError(
@@ -163,6 +193,9 @@ absl::Status RankSupervisor::Prepare(const v1::StartRanks& cmd, Generation* gen,
   absl::StatusOr<trainer::JobSpec> spec =
       trainer::ParseJobSpec(cmd.job_yaml(), absl::StrCat(cmd.job_id(), ".yaml"), cmd.base_dir());
   if (!spec.ok()) return spec.status();
+  if (absl::Status s = CheckJobPaths(*spec, options_.allowed_roots); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(cmd.job_id(), ": ", s.message()));
+  }
   gen->dir = (std::filesystem::path(options_.work_dir) / "jobs" / cmd.job_id() /
               absl::StrCat("gen-", cmd.generation()))
                  .string();

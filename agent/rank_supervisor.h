@@ -4,8 +4,10 @@
 //
 // What runs is fixed by the agent, never by the command: `<trainer> train --config <job file>`,
 // the job file being the command's job YAML parsed with the trainer's own strict parser (paths
-// resolved against the command's base_dir) and written into the agent's work directory. The
-// command supplies only environment variables, whose names and sizes are validated.
+// resolved against the command's base_dir, and confined to SupervisorOptions::allowed_roots when
+// set: agent/path_policy.h) and written into the agent's work directory. The command supplies
+// only environment variables, whose names and sizes are validated and which may not replace what
+// the agent controls (ReservedEnvName).
 //
 // Commands are idempotent (agent.proto): a StartRanks for a (job, generation) already started
 // is acknowledged without starting anything. A StartRanks whose job still has ranks of an older
@@ -21,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -53,6 +56,9 @@ struct SupervisorOptions {
                                               "NCCL_IB_DISABLE",
                                               "NCCL_DEBUG",
                                               "GLOO_SOCKET_IFNAME"};
+  // Directories every path of a job (data, model, output) must lie in (--allowed-root); empty =
+  // no restriction. A job naming anything else fails to start, as a deterministic error.
+  std::vector<std::string> allowed_roots;
   absl::Duration default_grace = absl::Seconds(30);  // StopRanks without grace_period
   absl::Duration keep_ended = absl::Minutes(10);     // ended ranks stay in reports this long
 };
@@ -61,8 +67,15 @@ struct SupervisorOptions {
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 
 // Checks a command's environment: names [A-Z0-9_]+ (at most 128 bytes), values without NUL
-// (at most 128 KiB each), at most 256 variables. InvalidArgument naming the variable.
+// (at most 128 KiB each), at most 256 variables, none reserved. InvalidArgument naming the
+// variable.
 absl::Status ValidateEnv(const google::protobuf::Map<std::string, std::string>& env);
+
+// Variables a command may not set: those the agent sets itself (RINGMASTER_STATUS_FILE), those
+// taken from the node (PATH, HOME, TMPDIR, LD_LIBRARY_PATH) and those that make the dynamic
+// loader, libc, OpenMP, CUDA or NCCL load other code or files (LD_*, GCONV_PATH, OMP_TOOL_*,
+// CUDA_INJECTION64_PATH, NCCL_*_PLUGIN, ...).
+bool ReservedEnvName(std::string_view name);
 
 class RankSupervisor {
  public:

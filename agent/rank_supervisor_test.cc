@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
 #include "agent/fake_launcher.h"
 #include "common/file_util.h"
 #include "gmock/gmock.h"
@@ -134,6 +135,67 @@ TEST_F(RankSupervisorTest, SpecErrorsFailEveryRankAsDeterministic) {
   EXPECT_EQ(rep[0].state(), v1::RANK_PROCESS_STATE_FAILED_TO_START);
   EXPECT_EQ(rep[0].failure_kind(), v1::FAILURE_KIND_DETERMINISTIC_STARTUP);
   EXPECT_THAT(rep[0].last_error_line(), HasSubstr("bogus_key"));
+}
+
+TEST_F(RankSupervisorTest, ReservedEnvironmentVariablesAreRefused) {
+  for (const char* name : {"LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "RINGMASTER_STATUS_FILE",
+                           "GCONV_PATH", "NCCL_NET_PLUGIN", "OMP_TOOL_LIBRARIES"}) {
+    v1::StartRanks common = Cmd(0);
+    (*common.mutable_common_env())[name] = "/tmp/evil";
+    const absl::Status s = sup_->Start(1, common, t_).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(name));
+    v1::StartRanks per_rank = Cmd(0);
+    (*per_rank.mutable_ranks(1)->mutable_env())[name] = "/tmp/evil";
+    EXPECT_THAT(std::string(sup_->Start(2, per_rank, t_).status().message()),
+                HasSubstr(absl::StrCat("rank 3: environment variable ", name)));
+  }
+  EXPECT_TRUE(launcher_.started.empty());
+  for (const char* name : {"MASTER_ADDR", "RINGMASTER_RANK_WEIGHTS", "NCCL_SOCKET_IFNAME",
+                           "OMP_NUM_THREADS", "LDX", "PATHS"}) {
+    EXPECT_FALSE(ReservedEnvName(name)) << name;
+  }
+}
+
+TEST_F(RankSupervisorTest, PathsOutsideTheAllowedRootsFailEveryRankAsDeterministic) {
+  fs::create_directories(dir_ / "jobs" / "data");
+  fs::create_directories(dir_ / "secret");
+  SupervisorOptions o;
+  o.trainer_path = "/opt/ringmaster/bin/ringmaster-trainer";
+  o.work_dir = (dir_ / "work").string();
+  o.allowed_roots = {(dir_ / "jobs").string()};
+  auto confined = [&](const std::string& job_id, const std::string& yaml) {
+    v1::StartRanks c = Cmd(0);
+    c.set_job_id(job_id);
+    c.set_job_yaml(yaml);
+    c.set_base_dir((dir_ / "jobs").string());
+    return c;
+  };
+  RankSupervisor sup(o, &launcher_, [](const std::string&) { return std::nullopt; });
+  // Inside the root (output.dir does not exist yet): started.
+  ASSERT_TRUE(sup.Start(1, confined("ok", kJob), t_).ok());
+  EXPECT_EQ(launcher_.started.size(), 2u);
+  launcher_.started.clear();
+
+  std::string escape(kJob);
+  escape.replace(escape.find("data/train.tsv"), 14, "../secret/train.tsv");
+  absl::StatusOr<bool> r = sup.Start(2, confined("dotdot", escape), t_);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("data.train"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr((dir_ / "jobs").string()));
+
+  // A symlink inside the root that leads outside it.
+  fs::create_directory_symlink(dir_ / "secret", dir_ / "jobs" / "out");
+  r = sup.Start(3, confined("symlink", kJob), t_);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("output.dir"));
+  EXPECT_TRUE(launcher_.started.empty());
+  for (const v1::RankProgress& p : sup.Report(t_)) {
+    if (p.job_id() == "ok") continue;
+    EXPECT_EQ(p.state(), v1::RANK_PROCESS_STATE_FAILED_TO_START) << p.job_id();
+    EXPECT_EQ(p.failure_kind(), v1::FAILURE_KIND_DETERMINISTIC_STARTUP) << p.job_id();
+    EXPECT_THAT(p.last_error_line(), HasSubstr("outside the allowed roots"));
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "work" / "jobs" / "symlink" / "gen-0" / "job.yaml"));
 }
 
 TEST_F(RankSupervisorTest, StopSendsTermThenKillAfterTheGracePeriod) {

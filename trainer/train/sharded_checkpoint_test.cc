@@ -446,6 +446,20 @@ TEST_F(ShardedCheckpointTest, LocalFailureOnOneRankFailsAllWithoutHanging) {
   EXPECT_THAT(ListShardedCheckpoints(Out()), ::testing::ElementsAre(StepDir(10)));
 }
 
+TEST_F(ShardedCheckpointTest, FailedSaveNeverPrunesThePreviousCheckpoint) {
+  // keep = 1 and the next save fails (as on a full disk, tests/faults/disk_full_checkpoint.sh):
+  // pruning runs only after a commit, so the previous checkpoint stays the latest.
+  const Global g(Total()), g2(Total(), 5);
+  auto pat = [](int r) { return PerUnit(kUnits, 2, r); };
+  ASSERT_NO_FATAL_FAILURE(SaveOk(g, 2, pat, MakeMeta(10), /*keep=*/1));
+  const std::vector<absl::Status> st = Save(g2, 2, pat, MakeMeta(20), /*keep=*/1,
+                                            /*fail_rank=*/1, /*fail_at=*/2);
+  EXPECT_FALSE(st[0].ok());
+  EXPECT_FALSE(fs::exists(StepDir(20)));
+  EXPECT_THAT(ListShardedCheckpoints(Out()), ::testing::ElementsAre(StepDir(10)));
+  ExpectLoads(StepDir(10), g, 1, [](int) { return Ranges{{0, Total()}}; });
+}
+
 TEST_F(ShardedCheckpointTest, RangesNotTilingFailAtSave) {
   const Global g(Total());
   const size_t t = Total();

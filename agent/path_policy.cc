@@ -1,0 +1,75 @@
+#include "agent/path_policy.h"
+
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace ringmaster::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The canonical form of `p` without a trailing separator ("/data/" -> "/data").
+absl::StatusOr<fs::path> Canonical(const fs::path& p) {
+  std::error_code ec;
+  fs::path c = fs::weakly_canonical(p, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot resolve: ", ec.message()));
+  c = c.lexically_normal();
+  if (!c.has_filename() && c.has_relative_path()) c = c.parent_path();
+  return c;
+}
+
+bool Within(const fs::path& p, const fs::path& root) {
+  const fs::path rel = p.lexically_relative(root);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+}  // namespace
+
+absl::Status CheckPathWithinRoots(const std::string& field, const std::string& path,
+                                  const std::vector<std::string>& roots) {
+  if (roots.empty()) return absl::OkStatus();
+  const std::string joined = absl::StrJoin(roots, ", ");
+  auto refuse = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " '", path.substr(0, 1024), "' ", why,
+                                                   " (allowed roots: ", joined, ")"));
+  };
+  if (!fs::path(path).is_absolute()) return refuse("is not an absolute path");
+  absl::StatusOr<fs::path> p = Canonical(path);
+  if (!p.ok()) return refuse(std::string(p.status().message()));
+  for (const std::string& r : roots) {
+    if (!fs::path(r).is_absolute()) continue;  // the agent makes its roots absolute
+    absl::StatusOr<fs::path> root = Canonical(r);
+    if (root.ok() && Within(*p, *root)) return absl::OkStatus();
+  }
+  return refuse(absl::StrCat("resolves to '", p->string(), "', outside the allowed roots"));
+}
+
+absl::Status CheckJobPaths(const trainer::JobSpec& spec, const std::vector<std::string>& roots) {
+  if (roots.empty()) return absl::OkStatus();
+  std::vector<std::pair<std::string, std::string>> paths = {
+      {"model.init_from", spec.model.init_from},
+      {"model.vocab", spec.model.vocab},
+      {"data.train", spec.data.train},
+      {"data.eval", spec.data.eval},
+      {"output.dir", spec.output.dir}};
+  if (!spec.model.init_from.empty()) {
+    // A symlink inside the model directory could point anywhere: check what the trainer opens.
+    for (const char* f :
+         {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"}) {
+      paths.emplace_back(absl::StrCat("model.init_from/", f),
+                         (fs::path(spec.model.init_from) / f).string());
+    }
+  }
+  for (const auto& [field, path] : paths) {
+    if (path.empty()) continue;
+    if (absl::Status s = CheckPathWithinRoots(field, path, roots); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,33 @@
+// Which files a job may name: with `--allowed-root DIR` the agent confines every path of a job
+// spec (data, model, output) to those directories, so a StartRanks cannot make the trainer read
+// or write elsewhere on the node.
+//
+// A path is inside a root when its canonical form (std::filesystem::weakly_canonical: symlinks
+// of the existing prefix followed, `.` and `..` removed; a part that does not exist yet, such as
+// a new output.dir, is normalised lexically) equals the root's canonical form or lies below it,
+// compared component by component (/data2 is not inside /data). So `..` and a symlink inside a
+// root that points outside are both refused; a symlink to somewhere inside a root is fine.
+//
+// The check is made when the ranks are started: a symlink swapped in afterwards is not seen.
+// Pure functions of the filesystem; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "trainer/job/job_spec.h"
+
+namespace ringmaster::agent {
+
+// OK when `path` (absolute) lies inside one of `roots`, or `roots` is empty (no restriction).
+// Otherwise InvalidArgument naming `field`, the path, what it resolves to and the roots.
+absl::Status CheckPathWithinRoots(const std::string& field, const std::string& path,
+                                  const std::vector<std::string>& roots);
+
+// Every path `spec` names (resolved against the job's base dir by the parser): model.init_from
+// and the files the trainer reads from it, model.vocab, data.train, data.eval, output.dir.
+// Empty fields are skipped. The first path outside the roots is the error.
+absl::Status CheckJobPaths(const trainer::JobSpec& spec, const std::vector<std::string>& roots);
+
+}  // namespace ringmaster::agent
