@@ -22,7 +22,8 @@
 namespace ringmaster::agent {
 namespace {
 
-constexpr int kExitBadJob = 3;  // ringmaster-trainer: the job itself is wrong
+constexpr int kExitBadJob = 3;    // ringmaster-trainer: the job itself is wrong
+constexpr int kExitDiverged = 4;  // ringmaster-trainer: the loss or gradients became NaN/inf
 
 google::protobuf::Timestamp UnixSecondsToTimestamp(double seconds) {
   return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
@@ -448,6 +449,9 @@ std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
           rp.set_last_error_line(rank.exit->last_error_line.substr(0, kMaxErrorLineBytes));
           if (rank.exit->signal == 0 && rank.exit->exit_code == kExitBadJob) {
             rp.set_failure_kind(v1::FAILURE_KIND_DETERMINISTIC_STARTUP);
+          }
+          if (rank.exit->signal == 0 && rank.exit->exit_code == kExitDiverged) {
+            rp.set_failure_kind(v1::FAILURE_KIND_DIVERGED);
           }
         }
       }

@@ -40,6 +40,8 @@ std::string FailureName(v1::FailureKind k) {
       return "rendezvous timeout";
     case v1::FAILURE_KIND_PLANNING:
       return "planning";
+    case v1::FAILURE_KIND_DIVERGED:
+      return "diverged";
     default:
       return "";
   }

@@ -352,6 +352,9 @@ absl::Status JobManager::OnRankReport(std::string_view node_id, const v1::RankPr
         }
         return absl::OkStatus();
       }
+      if (r.failure_kind() == v1::FAILURE_KIND_DIVERGED) {
+        return HandleFailure({FailureKind::kDiverged, RankExitDetail(rank, node_id, r)});
+      }
       if ((r.exit_code() == kTrainerJobErrorExitCode && !progressed_) ||
           r.failure_kind() == v1::FAILURE_KIND_DETERMINISTIC_STARTUP) {
         return HandleFailure(

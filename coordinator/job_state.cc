@@ -13,10 +13,14 @@ namespace {
 constexpr JobPhase kPhases[] = {JobPhase::kPending,    JobPhase::kRendezvous, JobPhase::kRunning,
                                 JobPhase::kRestarting, JobPhase::kSucceeded,  JobPhase::kFailed,
                                 JobPhase::kCancelled};
-constexpr FailureKind kKinds[] = {
-    FailureKind::kNone,    FailureKind::kRankExited,           FailureKind::kNodeLost,
-    FailureKind::kHung,    FailureKind::kDeterministicStartup, FailureKind::kRendezvousTimeout,
-    FailureKind::kPlanning};
+constexpr FailureKind kKinds[] = {FailureKind::kNone,
+                                  FailureKind::kRankExited,
+                                  FailureKind::kNodeLost,
+                                  FailureKind::kHung,
+                                  FailureKind::kDeterministicStartup,
+                                  FailureKind::kRendezvousTimeout,
+                                  FailureKind::kPlanning,
+                                  FailureKind::kDiverged};
 
 }  // namespace
 
@@ -85,6 +89,8 @@ std::string_view FailureKindName(FailureKind kind) {
       return "rendezvous_timeout";
     case FailureKind::kPlanning:
       return "planning";
+    case FailureKind::kDiverged:
+      return "diverged";
   }
   return "?";
 }
@@ -153,10 +159,15 @@ absl::StatusOr<FailureOutcome> JobState::ReportFailure(int64_t generation, Failu
   }
   const std::string what =
       absl::StrCat(ToAbsl(FailureKindName(failure.kind)), ": ", failure.detail);
-  if (failure.kind == FailureKind::kDeterministicStartup) {
+  if (failure.kind == FailureKind::kDeterministicStartup ||
+      failure.kind == FailureKind::kDiverged) {
     s_.phase = JobPhase::kFailed;
     s_.last_failure = failure.kind;
-    s_.error = absl::StrCat(what, " (a start-up error that a restart cannot fix; not restarted)");
+    s_.error = absl::StrCat(what, failure.kind == FailureKind::kDiverged
+                                      ? " (training diverged; a restart from the last checkpoint "
+                                        "would diverge again; not restarted)"
+                                      : " (a start-up error that a restart cannot fix; not "
+                                        "restarted)");
     return FailureOutcome::kFailed;
   }
   if (s_.restarts >= max_restarts_) {

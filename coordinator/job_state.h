@@ -46,6 +46,7 @@ enum class FailureKind {
   kDeterministicStartup,  // config / missing-file error before the first step: never restarted
   kRendezvousTimeout,     // fewer than MIN nodes within the join timeout
   kPlanning,              // the joined nodes cannot run the job (e.g. bf16 on a P40)
+  kDiverged,              // the loss or gradient norm became NaN/inf: never restarted
 };
 
 // "none", "rank_exited", ... (stable: stored in the job database).

@@ -82,6 +82,8 @@ v1::FailureKind FailureKindToProto(FailureKind kind) {
       return v1::FAILURE_KIND_RENDEZVOUS_TIMEOUT;
     case FailureKind::kPlanning:
       return v1::FAILURE_KIND_PLANNING;
+    case FailureKind::kDiverged:
+      return v1::FAILURE_KIND_DIVERGED;
   }
   return v1::FAILURE_KIND_UNSPECIFIED;
 }

@@ -324,6 +324,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ringmaster-trainer %s: error: %s\n", cmd.c_str(),
                  std::string(s.message()).c_str());
     if (s.code() == absl::StatusCode::kAborted) return 143;
+    if (rt::IsDiverged(s)) return rt::kExitDiverged;
     return g_bad_job ? kExitBadJob : 1;
   }
   return 0;

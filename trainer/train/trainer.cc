@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -178,6 +179,20 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
     r.accuracy = static_cast<double>(correct) / static_cast<double>(r.examples);
   }
   return r;
+}
+
+namespace {
+constexpr char kDivergedPayload[] = "ringmaster.dev/diverged";
+}  // namespace
+
+absl::Status Diverged(const std::string& message) {
+  absl::Status s = absl::InternalError(message);
+  s.SetPayload(kDivergedPayload, absl::Cord("1"));
+  return s;
+}
+
+bool IsDiverged(const absl::Status& status) {
+  return status.GetPayload(kDivergedPayload).has_value();
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, DistContext* dist) {
@@ -504,9 +519,13 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
         RM_ASSIGN_OR_RETURN(
             DataParallel::StepResult sr,
             dp_->FinishStep(loss, lr, job_.train.max_grad_norm, stop_here ? 1.0f : 0.0f));
-        if (!std::isfinite(sr.loss)) {
-          return absl::InternalError(
-              absl::StrCat("loss is ", sr.loss, " at step ", step_ + 1, " (fp32): stopping"));
+        if (!std::isfinite(sr.loss) || !std::isfinite(sr.grad_norm)) {
+          // fp32 has no loss scale to lower: the step cannot be skipped and retried. Nothing of
+          // this step is checkpointed; the last committed checkpoint stays the latest.
+          return Diverged(
+              absl::StrCat(std::isfinite(sr.loss) ? absl::StrCat("gradient norm is ", sr.grad_norm)
+                                                  : absl::StrCat("loss is ", sr.loss),
+                           " at step ", step_ + 1, " (fp32): training diverged; stopping"));
         }
         ++step_;
         ++cursor_;

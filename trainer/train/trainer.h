@@ -34,6 +34,13 @@ struct EvalResult {
   int64_t examples = 0;
 };
 
+// A failure because training diverged (the loss or the gradient norm became NaN or inf), as
+// opposed to a broken peer or file: the same data and weights would diverge again, so a
+// supervisor must not restart it. `ringmaster-trainer train` exits kExitDiverged for it.
+absl::Status Diverged(const std::string& message);
+bool IsDiverged(const absl::Status& status);
+inline constexpr int kExitDiverged = 4;
+
 struct TrainResult {
   int64_t steps = 0;
   EvalResult eval;  // after the last epoch (examples == 0 without eval data)
