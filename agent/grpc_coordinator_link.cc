@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "ringmaster/v1/agent.grpc.pb.h"
+#include "security/call_auth.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -19,8 +20,9 @@ absl::Status FromGrpc(const grpc::Status& s) {
 
 class GrpcHeartbeatStream final : public HeartbeatStream {
  public:
-  explicit GrpcHeartbeatStream(const std::shared_ptr<grpc::Channel>& channel)
+  GrpcHeartbeatStream(const std::shared_ptr<grpc::Channel>& channel, const std::string& token)
       : stub_(v1::AgentService::NewStub(channel)) {
+    security::AttachToken(&context_, token);
     stream_ = stub_->Heartbeat(&context_);
     reader_ = std::thread([this] { ReadLoop(); });
   }
@@ -89,8 +91,10 @@ class GrpcHeartbeatStream final : public HeartbeatStream {
 
 }  // namespace
 
-GrpcCoordinatorLink::GrpcCoordinatorLink(const std::string& target)
-    : channel_(grpc::CreateChannel(target, grpc::InsecureChannelCredentials())) {}
+GrpcCoordinatorLink::GrpcCoordinatorLink(
+    const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    std::string join_token)
+    : channel_(grpc::CreateChannel(target, credentials)), join_token_(std::move(join_token)) {}
 
 GrpcCoordinatorLink::~GrpcCoordinatorLink() = default;
 
@@ -99,6 +103,7 @@ absl::StatusOr<v1::RegisterResponse> GrpcCoordinatorLink::Register(
   auto stub = v1::AgentService::NewStub(channel_);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  security::AttachToken(&ctx, join_token_);
   v1::RegisterResponse resp;
   grpc::Status s = stub->Register(&ctx, request, &resp);
   if (!s.ok()) return FromGrpc(s);
@@ -106,7 +111,8 @@ absl::StatusOr<v1::RegisterResponse> GrpcCoordinatorLink::Register(
 }
 
 absl::StatusOr<std::unique_ptr<HeartbeatStream>> GrpcCoordinatorLink::OpenHeartbeat() {
-  return std::unique_ptr<HeartbeatStream>(std::make_unique<GrpcHeartbeatStream>(channel_));
+  return std::unique_ptr<HeartbeatStream>(
+      std::make_unique<GrpcHeartbeatStream>(channel_, join_token_));
 }
 
 }  // namespace ringmaster::agent

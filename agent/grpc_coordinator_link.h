@@ -10,14 +10,18 @@
 
 namespace grpc {
 class Channel;
-}
+class ChannelCredentials;
+}  // namespace grpc
 
 namespace ringmaster::agent {
 
 class GrpcCoordinatorLink final : public CoordinatorLink {
  public:
-  // `target`: HOST:PORT. Insecure transport for now (TLS and the join token: see agent/README.md).
-  explicit GrpcCoordinatorLink(const std::string& target);
+  // `target`: HOST:PORT, reached with `credentials` (security::ChannelCredentialsFor). Every
+  // call carries `join_token` (none when empty).
+  GrpcCoordinatorLink(const std::string& target,
+                      const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+                      std::string join_token);
   ~GrpcCoordinatorLink() override;
 
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request) override;
@@ -25,6 +29,7 @@ class GrpcCoordinatorLink final : public CoordinatorLink {
 
  private:
   std::shared_ptr<grpc::Channel> channel_;
+  std::string join_token_;
 };
 
 }  // namespace ringmaster::agent

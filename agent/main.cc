@@ -5,10 +5,19 @@
 //                    [--rack LABEL] [--address ADDR]... [--inventory-override GPUS]
 //                    [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]
 //                    [--metrics-listen HOST:PORT]
+//                    [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] | --insecure-loopback
+//                    [--join-token-file FILE]
 //
+// TLS to the coordinator by default: --tls-ca is the CA its certificate must chain to (default:
+// the system's roots), --tls-cert/--tls-key the agent's own for mutual TLS. --insecure-loopback:
+// plaintext, only to a loopback --coordinator. The join token comes from --join-token-file, else
+// $RINGMASTER_JOIN_TOKEN, and is never passed on to trainers (docs/operations.md, Security).
 // --throughput: auto (default) runs the trainer's `probe` once and caches the figure in the work
 // dir (agent/throughput_probe.h); off reports none (the planner then weighs by GPU model); a
 // number reports that figure as measured elsewhere.
+//
+// --allowed-root DIR (repeatable): every path a job names (data, model, output) must lie inside
+// one of these directories, symlinks followed (agent/path_policy.h); without it any path goes.
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +34,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/agent.h"
 #include "agent/grpc_coordinator_link.h"
@@ -34,6 +44,8 @@
 #include "agent/throughput_probe.h"
 #include "common/file_util.h"
 #include "common/log.h"
+#include "security/secret.h"
+#include "security/tls_credentials.h"
 
 extern char** environ;
 
@@ -46,7 +58,10 @@ constexpr char kUsage[] =
     "           [--name NAME] [--rack LABEL] [--address ADDR (repeatable)]\n"
     "           [--inventory-override 'COUNTxNAME:sm_XY:MEM[,...]' | none]\n"
     "           [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]\n"
-    "           [--metrics-listen HOST:PORT]\n";
+    "           [--metrics-listen HOST:PORT]\n"
+    "           [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] | --insecure-loopback\n"
+    "           [--join-token-file FILE]   (default: $RINGMASTER_JOIN_TOKEN)\n"
+    "           [--allowed-root DIR (repeatable)]\n";
 
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
@@ -65,15 +80,22 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::map<std::string, std::string> flags;
   std::vector<std::string> addresses;
+  std::vector<std::string> allowed_roots;
   static const char* kKnown[] = {
       "--coordinator", "--trainer",    "--work-dir",           "--name",
       "--rack",        "--address",    "--inventory-override", "--log-max-bytes",
-      "--log-keep",    "--throughput", "--metrics-listen"};
+      "--log-keep",    "--throughput", "--metrics-listen",     "--tls-ca",
+      "--tls-cert",    "--tls-key",    "--join-token-file",    "--allowed-root"};
+  bool insecure_loopback = false;
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     if (f == "--help" || f == "-h") {
       std::cout << kUsage;
       return 0;
+    }
+    if (f == "--insecure-loopback") {
+      insecure_loopback = true;
+      continue;
     }
     std::string v;
     if (size_t eq = f.find('='); eq != std::string::npos) {
@@ -89,6 +111,8 @@ int main(int argc, char** argv) {
     }
     if (f == "--address") {
       addresses.push_back(v);
+    } else if (f == "--allowed-root") {
+      allowed_roots.push_back(v);
     } else {
       flags[f] = v;
     }
@@ -96,6 +120,18 @@ int main(int argc, char** argv) {
   for (const char* required : {"--coordinator", "--trainer", "--work-dir"}) {
     if (!flags.count(required)) return Fail(absl::StrCat(required, " is required\n", kUsage));
   }
+  // Transport and join token before anything slow, so a misconfigured agent stops at once.
+  ringmaster::security::TlsOptions tls;
+  tls.ca_file = flags["--tls-ca"];
+  tls.cert_file = flags["--tls-cert"];
+  tls.key_file = flags["--tls-key"];
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ringmaster::security::ChannelCredentialsFor(flags["--coordinator"], tls, insecure_loopback);
+  if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
+  absl::StatusOr<std::optional<std::string>> join_token = ringmaster::security::ReadSecret(
+      "join token", flags["--join-token-file"], "RINGMASTER_JOIN_TOKEN");
+  if (!join_token.ok()) return Fail(std::string(join_token.status().message()));
+
   std::error_code ec;
   const std::string trainer = std::filesystem::absolute(flags["--trainer"], ec).string();
   if (ec || ::access(trainer.c_str(), X_OK) != 0) {
@@ -103,6 +139,13 @@ int main(int argc, char** argv) {
   }
   const std::string work_dir = std::filesystem::absolute(flags["--work-dir"], ec).string();
   if (absl::Status s = ringmaster::MakeDirs(work_dir); !s.ok()) return Fail(s.ToString());
+  for (std::string& root : allowed_roots) {
+    const std::filesystem::path abs = std::filesystem::absolute(root, ec);
+    if (ec || !std::filesystem::is_directory(abs, ec)) {
+      return Fail(absl::StrCat("--allowed-root ", root, ": not a directory"));
+    }
+    root = abs.string();
+  }
 
   ra::ProcessLauncherOptions lopts;
   if (flags.count("--log-max-bytes") &&
@@ -136,6 +179,7 @@ int main(int argc, char** argv) {
         popts.env[kv.substr(0, eq)] = kv.substr(eq + 1);
       }
     }
+    popts.env.erase("RINGMASTER_JOIN_TOKEN");  // the trainer has no use for the agent's secret
     popts.env.emplace("OMP_NUM_THREADS", std::to_string(std::max<uint32_t>(1, inv->cpu_cores())));
     ra::ProcessLauncher probe_launcher(ra::ProcessLauncherOptions{});
     absl::StatusOr<ra::ThroughputMeasurement> m =
@@ -160,17 +204,32 @@ int main(int argc, char** argv) {
   sopts.trainer_path = trainer;
   sopts.work_dir = work_dir;
   sopts.cpu_cores = static_cast<int>(inv->cpu_cores());
+  sopts.allowed_roots = allowed_roots;
+  if (!allowed_roots.empty()) {
+    ringmaster::LogInfo(absl::StrCat("job paths confined to ", absl::StrJoin(allowed_roots, ", ")));
+  }
   ra::ProcessLauncher launcher(lopts);
   ra::RankSupervisor ranks(sopts, &launcher, [](const std::string& name) {
     const char* v = std::getenv(name.c_str());
     return v ? std::optional<std::string>(v) : std::nullopt;
   });
-  ra::GrpcCoordinatorLink link(flags["--coordinator"]);
+  ra::GrpcCoordinatorLink link(flags["--coordinator"], *credentials,
+                               join_token->value_or(std::string()));
   ra::AgentOptions aopts;
   aopts.inventory = *inv;
   ra::Agent agent(aopts, &link, &ranks, [] { return absl::Now(); });
-  // /metrics: the agent's own state and every local rank's figures (docs/metrics.md).
-  ra::AgentMetrics metrics(inv->trainer_samples_per_second());
+  // /metrics: the agent's own state, its GPUs (NVML, where a driver is installed) and every
+  // local rank's figures (docs/metrics.md).
+  std::unique_ptr<ra::GpuMonitor> gpus;
+  if (flags.count("--metrics-listen")) {
+    absl::StatusOr<std::unique_ptr<ra::GpuMonitor>> nvml = ra::OpenNvmlMonitor();
+    if (nvml.ok()) {
+      gpus = *std::move(nvml);
+    } else if (nvml.status().code() != absl::StatusCode::kNotFound) {
+      ringmaster::LogWarning(absl::StrCat("no GPU metrics: ", nvml.status().message()));
+    }
+  }
+  ra::AgentMetrics metrics(inv->trainer_samples_per_second(), gpus.get());
   std::unique_ptr<ra::AgentMetricsServer> metrics_server;
   if (flags.count("--metrics-listen")) {
     absl::StatusOr<std::unique_ptr<ra::AgentMetricsServer>> server =
@@ -189,8 +248,10 @@ int main(int argc, char** argv) {
 
   ringmaster::LogInfo(absl::StrCat("node ", inv->node_name(), " (", inv->cpu_cores(),
                                    " CPU cores, ", inv->gpus_size(), " GPU(s)), coordinator ",
-                                   flags["--coordinator"], ", trainer ", trainer, ", work dir ",
-                                   work_dir));
+                                   flags["--coordinator"],
+                                   insecure_loopback ? " (plaintext)" : " (TLS)",
+                                   join_token->has_value() ? " with a join token" : "",
+                                   ", trainer ", trainer, ", work dir ", work_dir));
   agent.Run(&g_stop);
   ringmaster::LogInfo("stopped");
   return 0;

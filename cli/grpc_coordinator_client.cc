@@ -2,9 +2,11 @@
 
 #include <atomic>
 #include <thread>
+#include <utility>
 
 #include "grpcpp/grpcpp.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
+#include "security/call_auth.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -23,17 +25,23 @@ bool Terminal(v1::JobPhase p) {
 struct GrpcCoordinatorClient::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Coordinator::Stub> stub;
+  std::string token;
   absl::Duration timeout;
 
-  void Deadline(grpc::ClientContext* ctx) const {
+  // The deadline and the token of a unary call.
+  void Prepare(grpc::ClientContext* ctx) const {
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+    security::AttachToken(ctx, token);
   }
 };
 
-GrpcCoordinatorClient::GrpcCoordinatorClient(const std::string& target, absl::Duration rpc_timeout)
+GrpcCoordinatorClient::GrpcCoordinatorClient(
+    const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    std::string token, absl::Duration rpc_timeout)
     : impl_(std::make_unique<Impl>()) {
-  impl_->channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  impl_->channel = grpc::CreateChannel(target, credentials);
+  impl_->token = std::move(token);
   impl_->stub = v1::Coordinator::NewStub(impl_->channel);
   impl_->timeout = rpc_timeout;
 }
@@ -49,7 +57,7 @@ bool GrpcCoordinatorClient::WaitForConnected(absl::Duration timeout) {
 absl::StatusOr<v1::SubmitJobResponse> GrpcCoordinatorClient::SubmitJob(
     const v1::SubmitJobRequest& req) {
   grpc::ClientContext ctx;
-  impl_->Deadline(&ctx);
+  impl_->Prepare(&ctx);
   v1::SubmitJobResponse resp;
   if (grpc::Status s = impl_->stub->SubmitJob(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
   return resp;
@@ -57,7 +65,7 @@ absl::StatusOr<v1::SubmitJobResponse> GrpcCoordinatorClient::SubmitJob(
 
 absl::StatusOr<v1::JobStatus> GrpcCoordinatorClient::GetJob(const std::string& job_id) {
   grpc::ClientContext ctx;
-  impl_->Deadline(&ctx);
+  impl_->Prepare(&ctx);
   v1::GetJobRequest req;
   req.set_job_id(job_id);
   v1::JobStatus resp;
@@ -68,7 +76,7 @@ absl::StatusOr<v1::JobStatus> GrpcCoordinatorClient::GetJob(const std::string& j
 absl::StatusOr<v1::ListJobsResponse> GrpcCoordinatorClient::ListJobs(
     const v1::ListJobsRequest& req) {
   grpc::ClientContext ctx;
-  impl_->Deadline(&ctx);
+  impl_->Prepare(&ctx);
   v1::ListJobsResponse resp;
   if (grpc::Status s = impl_->stub->ListJobs(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
   return resp;
@@ -77,7 +85,7 @@ absl::StatusOr<v1::ListJobsResponse> GrpcCoordinatorClient::ListJobs(
 absl::StatusOr<v1::JobStatus> GrpcCoordinatorClient::CancelJob(const std::string& job_id,
                                                                const std::string& reason) {
   grpc::ClientContext ctx;
-  impl_->Deadline(&ctx);
+  impl_->Prepare(&ctx);
   v1::CancelJobRequest req;
   req.set_job_id(job_id);
   req.set_reason(reason);
@@ -88,7 +96,7 @@ absl::StatusOr<v1::JobStatus> GrpcCoordinatorClient::CancelJob(const std::string
 
 absl::StatusOr<v1::ListNodesResponse> GrpcCoordinatorClient::ListNodes() {
   grpc::ClientContext ctx;
-  impl_->Deadline(&ctx);
+  impl_->Prepare(&ctx);
   v1::ListNodesResponse resp;
   if (grpc::Status s = impl_->stub->ListNodes(&ctx, v1::ListNodesRequest(), &resp); !s.ok()) {
     return FromGrpc(s);
@@ -98,7 +106,7 @@ absl::StatusOr<v1::ListNodesResponse> GrpcCoordinatorClient::ListNodes() {
 
 absl::StatusOr<v1::GetLogsResponse> GrpcCoordinatorClient::GetLogs(const v1::GetLogsRequest& req) {
   grpc::ClientContext ctx;
-  impl_->Deadline(&ctx);
+  impl_->Prepare(&ctx);
   v1::GetLogsResponse resp;
   if (grpc::Status s = impl_->stub->GetLogs(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
   return resp;
@@ -109,6 +117,7 @@ absl::Status GrpcCoordinatorClient::WatchJob(
     const std::function<bool()>& cancelled) {
   {
     grpc::ClientContext ctx;
+    security::AttachToken(&ctx, impl_->token);
     v1::WatchJobRequest req;
     req.set_job_id(job_id);
     req.set_min_interval_ms(500);

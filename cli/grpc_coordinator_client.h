@@ -10,15 +10,19 @@
 
 namespace grpc {
 class Channel;
-}
+class ChannelCredentials;
+}  // namespace grpc
 
 namespace ringmaster::cli {
 
 class GrpcCoordinatorClient final : public CoordinatorClient {
  public:
-  // `target`: HOST:PORT. `rpc_timeout` bounds each unary call.
-  explicit GrpcCoordinatorClient(const std::string& target,
-                                 absl::Duration rpc_timeout = absl::Seconds(15));
+  // `target`: HOST:PORT, reached with `credentials` (security::ChannelCredentialsFor). Every
+  // call carries `token` (the submit token; none when empty). `rpc_timeout` bounds each unary
+  // call.
+  GrpcCoordinatorClient(const std::string& target,
+                        const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+                        std::string token, absl::Duration rpc_timeout = absl::Seconds(15));
   ~GrpcCoordinatorClient() override;
 
   // Waits until the channel connects (or `timeout` passes).

@@ -18,6 +18,7 @@
 #include "cli/job_format.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "security/tls_credentials.h"
 #include "trainer/data/sentiment_gen.h"
 #include "trainer/job/default_job.h"
 #include "trainer/job/job_spec.h"
@@ -185,6 +186,12 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
 
   agent::ProcessLauncher launcher;
   std::map<std::string, std::string> env = OwnEnvironment();
+  // Everything stays on 127.0.0.1 over plaintext (--insecure-loopback) without tokens: a token
+  // from the caller's environment would make the local coordinator demand one nobody sends.
+  for (const char* secret :
+       {"RINGMASTER_JOIN_TOKEN", "RINGMASTER_SUBMIT_TOKEN", "RINGMASTER_TOKEN"}) {
+    env.erase(secret);
+  }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   env["OMP_NUM_THREADS"] =
       std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nodes * o.procs_per_node)));
@@ -192,7 +199,13 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
   int exit_code = 1;
   std::vector<int> agents;
   int coordinator = -1;
-  GrpcCoordinatorClient client(target);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      security::ChannelCredentialsFor(target, security::TlsOptions{}, /*insecure_loopback=*/true);
+  if (!credentials.ok()) {
+    Say(io, std::string(credentials.status().message()));
+    return 1;
+  }
+  GrpcCoordinatorClient client(target, *credentials, /*token=*/"");
   std::string job_id;
   auto shutdown = [&] {
     if (!job_id.empty()) {
@@ -219,7 +232,8 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
              "--master-port",
              std::to_string(*master_port),
              "--last-call",
-             "1s"};
+             "1s",
+             "--insecure-loopback"};
   if (o.metrics_port > 0) {
     cs.argv.push_back("--metrics-listen");
     cs.argv.push_back(LocalMetricsAddress(o.metrics_port, -1));
@@ -247,9 +261,10 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
   for (int i = 0; i < o.nodes; ++i) {
     agent::LaunchSpec as;
     const std::string name = absl::StrCat("local-", i);
-    as.argv = {o.agent_bin,  "--coordinator",        target,   "--trainer",    o.trainer,
-               "--work-dir", (dir / name).string(),  "--name", name,           "--address",
-               "127.0.0.1",  "--inventory-override", "none",   "--throughput", "off"};
+    as.argv = {o.agent_bin,          "--coordinator",        target,   "--trainer",    o.trainer,
+               "--work-dir",         (dir / name).string(),  "--name", name,           "--address",
+               "127.0.0.1",          "--inventory-override", "none",   "--throughput", "off",
+               "--insecure-loopback"};
     if (o.metrics_port > 0) {
       as.argv.push_back("--metrics-listen");
       as.argv.push_back(LocalMetricsAddress(o.metrics_port, i));

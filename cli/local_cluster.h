@@ -1,8 +1,9 @@
 // `ringmaster local`: a whole cluster on this machine for one job. Starts a coordinator on
-// 127.0.0.1 (a free port, a temporary database) and N agents (own work directories, address
-// 127.0.0.1, no GPUs reported), submits the job with its `distributed.nodes` and
-// `distributed.procs_per_node` set to N and M, follows it to the end and shuts everything down,
-// also on Ctrl-C (the job is cancelled first). Exit code: 0 when the job Succeeded.
+// 127.0.0.1 (a free port, a temporary database, plaintext: --insecure-loopback) and N agents (own
+// work directories, address 127.0.0.1, no GPUs reported), submits the job with its
+// `distributed.nodes` and `distributed.procs_per_node` set to N and M, follows it to the end and
+// shuts everything down, also on Ctrl-C (the job is cancelled first). Exit code: 0 when the job
+// Succeeded.
 //
 // Processes and their logs live in a temporary directory (kept, and named, when the job did not
 // succeed or with keep_dir).

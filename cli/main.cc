@@ -8,12 +8,20 @@
 //       without JOB.yaml: the embedded demo job, its data generated under ./runs/demo
 //
 // --coordinator defaults to $RINGMASTER_COORDINATOR, else 127.0.0.1:7070.
+//
+// Security (docs/operations.md): TLS by default, trusting --tls-ca ($RINGMASTER_TLS_CA; default:
+// the system's roots), with --tls-cert/--tls-key ($RINGMASTER_TLS_CERT/_KEY) for mutual TLS.
+// Plaintext only with --insecure-loopback ($RINGMASTER_INSECURE_LOOPBACK=1) to a loopback
+// coordinator. The submit token from --token-file ($RINGMASTER_TOKEN_FILE), else
+// $RINGMASTER_TOKEN.
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +30,8 @@
 #include "cli/commands.h"
 #include "cli/grpc_coordinator_client.h"
 #include "cli/local_cluster.h"
+#include "security/secret.h"
+#include "security/tls_credentials.h"
 
 namespace rc = ringmaster::cli;
 namespace fs = std::filesystem;
@@ -40,7 +50,16 @@ constexpr char kUsage[] =
     "             [--coordinator-binary PATH] [--agent-binary PATH] [--keep]\n"
     "             [--metrics-port BASE]   (/metrics: coordinator BASE, agent i BASE+1+i)\n"
     "      without JOB.yaml: the embedded demo job (data generated under ./runs/demo)\n"
-    "--coordinator defaults to $RINGMASTER_COORDINATOR, else 127.0.0.1:7070.\n";
+    "--coordinator defaults to $RINGMASTER_COORDINATOR, else 127.0.0.1:7070.\n"
+    "global security flags (before the command):\n"
+    "  --tls-ca FILE        CA the coordinator's certificate chains to ($RINGMASTER_TLS_CA;\n"
+    "                       default: the system's roots)\n"
+    "  --tls-cert FILE --tls-key FILE   client certificate for mutual TLS\n"
+    "                       ($RINGMASTER_TLS_CERT, $RINGMASTER_TLS_KEY)\n"
+    "  --token-file FILE    the submit token ($RINGMASTER_TOKEN_FILE, or the token itself in\n"
+    "                       $RINGMASTER_TOKEN)\n"
+    "  --insecure-loopback  plaintext, only to a loopback coordinator\n"
+    "                       ($RINGMASTER_INSECURE_LOOPBACK=1)\n";
 
 std::atomic<bool> g_interrupted{false};
 void OnSignal(int) { g_interrupted.store(true); }
@@ -68,6 +87,11 @@ std::string FindSibling(const std::string& name, const std::string& build_folder
 
 bool ParsePositive(const std::string& s, int* v) { return absl::SimpleAtoi(s, v) && *v > 0; }
 
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,21 +99,42 @@ int main(int argc, char** argv) {
   std::string coordinator;
   if (const char* e = std::getenv("RINGMASTER_COORDINATOR")) coordinator = e;
   if (coordinator.empty()) coordinator = "127.0.0.1:7070";
-  // Global flags come before the command.
+  ringmaster::security::TlsOptions tls;
+  tls.ca_file = EnvOr("RINGMASTER_TLS_CA", "");
+  tls.cert_file = EnvOr("RINGMASTER_TLS_CERT", "");
+  tls.key_file = EnvOr("RINGMASTER_TLS_KEY", "");
+  bool insecure_loopback = EnvOr("RINGMASTER_INSECURE_LOOPBACK", "0") == "1";
+  std::string token_file = EnvOr("RINGMASTER_TOKEN_FILE", "");
+  // Global flags come before the command: "--flag VALUE" or "--flag=VALUE".
+  const std::map<std::string, std::string*> global_valued = {{"--coordinator", &coordinator},
+                                                             {"--tls-ca", &tls.ca_file},
+                                                             {"--tls-cert", &tls.cert_file},
+                                                             {"--tls-key", &tls.key_file},
+                                                             {"--token-file", &token_file}};
   size_t i = 0;
   while (i < args.size() && args[i].rfind("--", 0) == 0) {
     if (args[i] == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    if (args[i] == "--coordinator" && i + 1 < args.size()) {
-      coordinator = args[i + 1];
-      i += 2;
-    } else if (args[i].rfind("--coordinator=", 0) == 0) {
-      coordinator = args[i].substr(14);
+    if (args[i] == "--insecure-loopback") {
+      insecure_loopback = true;
       ++i;
-    } else {
+      continue;
+    }
+    const size_t eq = args[i].find('=');
+    auto flag = global_valued.find(args[i].substr(0, eq));
+    if (flag == global_valued.end()) {
       return Usage(absl::StrCat("unknown argument '", args[i], "'"));
+    }
+    if (eq != std::string::npos) {
+      *flag->second = args[i].substr(eq + 1);
+      ++i;
+    } else if (i + 1 < args.size()) {
+      *flag->second = args[i + 1];
+      i += 2;
+    } else {
+      return Usage(absl::StrCat(args[i], " needs a value"));
     }
   }
   if (i >= args.size()) return Usage("no command");
@@ -168,7 +213,19 @@ int main(int argc, char** argv) {
     return rc::RunLocal(o, io);
   }
 
-  rc::GrpcCoordinatorClient client(coordinator);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ringmaster::security::ChannelCredentialsFor(coordinator, tls, insecure_loopback);
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "ringmaster: %s\n", std::string(credentials.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<std::optional<std::string>> token =
+      ringmaster::security::ReadSecret("submit token", token_file, "RINGMASTER_TOKEN");
+  if (!token.ok()) {
+    std::fprintf(stderr, "ringmaster: %s\n", std::string(token.status().message()).c_str());
+    return 2;
+  }
+  rc::GrpcCoordinatorClient client(coordinator, *credentials, token->value_or(std::string()));
   if (cmd == "submit") {
     if (pos.size() != 1) return Usage("submit needs one JOB.yaml");
     return rc::CmdSubmit(client, pos[0], has("--follow"), io);

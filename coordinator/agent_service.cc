@@ -9,8 +9,14 @@
 
 namespace ringmaster::coordinator {
 
-grpc::Status AgentServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+grpc::Status AgentServiceImpl::Register(grpc::ServerContext* context,
+                                        const v1::RegisterRequest* request,
                                         v1::RegisterResponse* response) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kAgent,
+                                                  "AgentService/Register");
+      !auth.ok()) {
+    return auth;
+  }
   absl::StatusOr<v1::RegisterResponse> r = cluster_.Register(*request);
   if (!r.ok()) return ToGrpcStatus(r.status());
   *response = *std::move(r);
@@ -18,8 +24,13 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext*, const v1::Register
 }
 
 grpc::Status AgentServiceImpl::Heartbeat(
-    grpc::ServerContext*,
+    grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::AgentMessage>* stream) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kAgent,
+                                                  "AgentService/Heartbeat");
+      !auth.ok()) {
+    return auth;
+  }
   v1::AgentMessage message;
   if (!stream->Read(&message)) return grpc::Status::OK;
   const std::string node_id = message.node_id();

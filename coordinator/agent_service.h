@@ -7,12 +7,16 @@
 
 #include "coordinator/cluster.h"
 #include "ringmaster/v1/agent.grpc.pb.h"
+#include "security/call_auth.h"
 
 namespace ringmaster::coordinator {
 
 class AgentServiceImpl final : public v1::AgentService::Service {
  public:
-  explicit AgentServiceImpl(Cluster& cluster) : cluster_(cluster) {}
+  // Register and Heartbeat need the join token when `tokens` has one.
+  explicit AgentServiceImpl(Cluster& cluster,
+                            const security::TokenPolicy& tokens = security::OpenPolicy())
+      : cluster_(cluster), tokens_(tokens) {}
 
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::RegisterResponse* response) override;
@@ -22,6 +26,7 @@ class AgentServiceImpl final : public v1::AgentService::Service {
 
  private:
   Cluster& cluster_;
+  const security::TokenPolicy& tokens_;
 };
 
 }  // namespace ringmaster::coordinator

@@ -5,20 +5,29 @@
 #include <grpcpp/server_builder.h>
 
 #include <chrono>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace ringmaster::coordinator {
 
-CoordinatorServer::CoordinatorServer(Cluster& cluster, KvStore& kv)
-    : cluster_(cluster), coordinator_service_(cluster), agent_service_(cluster), kv_service_(kv) {}
+CoordinatorServer::CoordinatorServer(Cluster& cluster, KvStore& kv, security::TokenPolicy tokens)
+    : cluster_(cluster),
+      tokens_(std::move(tokens)),
+      coordinator_service_(cluster, tokens_),
+      agent_service_(cluster, tokens_),
+      kv_service_(kv, tokens_) {}
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
-    const std::string& listen_address, Cluster& cluster, KvStore& kv, absl::Duration tick_every) {
-  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(cluster, kv));
+    const std::string& listen_address, Cluster& cluster, KvStore& kv, absl::Duration tick_every,
+    ServerSecurity security) {
+  if (security.credentials == nullptr) {
+    return absl::InvalidArgumentError("CoordinatorServer: no server credentials");
+  }
+  std::unique_ptr<CoordinatorServer> s(
+      new CoordinatorServer(cluster, kv, std::move(security.tokens)));
   grpc::ServerBuilder builder;
-  // Issue #8 brings TLS and the join token; until then the listen address is the only fence.
-  builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(listen_address, security.credentials, &s->port_);
   builder.RegisterService(&s->coordinator_service_);
   builder.RegisterService(&s->agent_service_);
   builder.RegisterService(&s->kv_service_);
@@ -26,7 +35,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     s->server_.reset();
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen_address));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", listen_address,
+                     " (in use or not local, or a TLS certificate and key that do not match)"));
   }
   if (tick_every > absl::ZeroDuration()) {
     CoordinatorServer* self = s.get();

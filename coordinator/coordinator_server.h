@@ -2,10 +2,11 @@
 // the ticker thread that drives time (lost nodes, rendezvous deadlines). main() and the
 // integration test start it the same way.
 //
-// No TLS yet (issue #8): it listens, insecurely, on exactly the address it is given, so bind it
-// to an address only the cluster network reaches.
+// Its transport (TLS, mutual TLS, or plaintext on loopback) and the join/submit tokens every call
+// is checked against come from main (security/, docs/operations.md "Security").
 #pragma once
 
+#include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 
 #include <memory>
@@ -20,8 +21,16 @@
 #include "coordinator/coordinator_service.h"
 #include "coordinator/kv_service.h"
 #include "coordinator/kv_store.h"
+#include "security/token_policy.h"
 
 namespace ringmaster::coordinator {
+
+// How the server is reached: its listening credentials (security::ServerCredentialsFor) and the
+// tokens calls must carry (a default TokenPolicy checks none).
+struct ServerSecurity {
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  security::TokenPolicy tokens;
+};
 
 class CoordinatorServer {
  public:
@@ -30,7 +39,8 @@ class CoordinatorServer {
   // and tick by hand with their FakeClock.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(const std::string& listen_address,
                                                                   Cluster& cluster, KvStore& kv,
-                                                                  absl::Duration tick_every);
+                                                                  absl::Duration tick_every,
+                                                                  ServerSecurity security);
   ~CoordinatorServer();  // Shutdown()
 
   int port() const { return port_; }
@@ -40,9 +50,10 @@ class CoordinatorServer {
   void Wait();
 
  private:
-  CoordinatorServer(Cluster& cluster, KvStore& kv);
+  CoordinatorServer(Cluster& cluster, KvStore& kv, security::TokenPolicy tokens);
 
   Cluster& cluster_;
+  const security::TokenPolicy tokens_;  // before the services, which hold a reference
   CoordinatorServiceImpl coordinator_service_;
   AgentServiceImpl agent_service_;
   KvServiceImpl kv_service_;

@@ -21,10 +21,12 @@
 #include "ringmaster/v1/agent.grpc.pb.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "ringmaster/v1/kv.grpc.pb.h"
+#include "security/call_auth.h"
 
 namespace ringmaster::coordinator {
 namespace {
 
+using security::TokenPolicy;
 using ::testing::HasSubstr;
 
 constexpr char kJob[] = R"(name: tiny
@@ -56,7 +58,8 @@ class CoordinatorServerTest : public ::testing::Test {
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
     absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
-        CoordinatorServer::Start("127.0.0.1:0", *cluster_, kv_, absl::ZeroDuration());
+        CoordinatorServer::Start("127.0.0.1:0", *cluster_, kv_, absl::ZeroDuration(),
+                                 {grpc::InsecureServerCredentials(), TokenPolicy()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     ASSERT_GT(server_->port(), 0);
@@ -282,6 +285,74 @@ TEST_F(CoordinatorServerTest, ShutdownEndsOpenStreams) {
   server_->Shutdown();  // must return although the agent never closes its stream
   EXPECT_FALSE(stream->Read(&command));
   EXPECT_FALSE(stream->Finish().ok());
+}
+
+// With tokens, each call needs its own: the join token registers, the submit token submits and
+// not the other way round; refusals say which token, never its value.
+TEST(CoordinatorServerTokensTest, CallsNeedTheirToken) {
+  FakeClock clock;
+  absl::StatusOr<std::unique_ptr<JobDb>> db = JobDb::Open(":memory:", clock);
+  ASSERT_TRUE(db.ok()) << db.status();
+  KvStore kv;
+  ClusterOptions options;
+  options.job.coordinator_address = "127.0.0.1:7070";
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Create(options, **db, clock, kv);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(
+      "127.0.0.1:0", **cluster, kv, absl::ZeroDuration(),
+      {grpc::InsecureServerCredentials(), TokenPolicy("join-secret", "submit-secret")});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string((*server)->port()),
+                                     grpc::InsecureChannelCredentials());
+  auto agent = v1::AgentService::NewStub(channel);
+  auto coordinator = v1::Coordinator::NewStub(channel);
+
+  v1::RegisterRequest reg;
+  reg.mutable_agent_version()->set_major(kApiMajor);
+  reg.mutable_inventory()->set_node_name("node-t");
+  reg.mutable_inventory()->add_addresses("127.0.0.1");
+  v1::RegisterResponse registered;
+  for (const std::string token : {"", "submit-secret", "join-secre"}) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    security::AttachToken(&ctx, token);
+    grpc::Status s = agent->Register(&ctx, reg, &registered);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << token;
+    EXPECT_THAT(s.error_message(), HasSubstr("join token"));
+    EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr("secret")));
+  }
+  grpc::ClientContext rctx;
+  SetDeadline(&rctx);
+  security::AttachToken(&rctx, "join-secret");
+  EXPECT_TRUE(agent->Register(&rctx, reg, &registered).ok());
+
+  v1::SubmitJobRequest submit;
+  submit.mutable_client_version()->set_major(kApiMajor);
+  submit.set_job_yaml(kJob);
+  submit.set_base_dir("/x");
+  v1::SubmitJobResponse submitted;
+  grpc::ClientContext bad;
+  SetDeadline(&bad);
+  security::AttachToken(&bad, "join-secret");
+  grpc::Status s = coordinator->SubmitJob(&bad, submit, &submitted);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(s.error_message(), HasSubstr("submit token"));
+  grpc::ClientContext good;
+  SetDeadline(&good);
+  security::AttachToken(&good, "submit-secret");
+  EXPECT_TRUE(coordinator->SubmitJob(&good, submit, &submitted).ok());
+
+  // Reads take either token, and no token is refused.
+  v1::ListNodesResponse nodes;
+  grpc::ClientContext read_join;
+  SetDeadline(&read_join);
+  security::AttachToken(&read_join, "join-secret");
+  EXPECT_TRUE(coordinator->ListNodes(&read_join, v1::ListNodesRequest(), &nodes).ok());
+  grpc::ClientContext read_none;
+  SetDeadline(&read_none);
+  EXPECT_EQ(coordinator->ListNodes(&read_none, v1::ListNodesRequest(), &nodes).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  (*server)->Shutdown();
 }
 
 }  // namespace

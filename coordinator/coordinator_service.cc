@@ -28,37 +28,69 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 
 }  // namespace
 
-grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext*,
+grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext* context,
                                                const v1::SubmitJobRequest* request,
                                                v1::SubmitJobResponse* response) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kSubmit,
+                                                  "Coordinator/SubmitJob");
+      !auth.ok()) {
+    return auth;
+  }
   return Reply(cluster_.SubmitJob(*request), response);
 }
 
-grpc::Status CoordinatorServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
+grpc::Status CoordinatorServiceImpl::GetJob(grpc::ServerContext* context,
+                                            const v1::GetJobRequest* request,
                                             v1::JobStatus* response) {
+  if (grpc::Status auth =
+          security::AuthorizeCall(tokens_, *context, security::Access::kRead, "Coordinator/GetJob");
+      !auth.ok()) {
+    return auth;
+  }
   return Reply(cluster_.GetJob(request->job_id()), response);
 }
 
-grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext*,
+grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* context,
                                               const v1::ListJobsRequest* request,
                                               v1::ListJobsResponse* response) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kRead,
+                                                  "Coordinator/ListJobs");
+      !auth.ok()) {
+    return auth;
+  }
   return Reply(cluster_.ListJobs(*request), response);
 }
 
-grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext*,
+grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext* context,
                                                const v1::CancelJobRequest* request,
                                                v1::JobStatus* response) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kSubmit,
+                                                  "Coordinator/CancelJob");
+      !auth.ok()) {
+    return auth;
+  }
   return Reply(cluster_.CancelJob(*request), response);
 }
 
-grpc::Status CoordinatorServiceImpl::GetLogs(grpc::ServerContext*,
+grpc::Status CoordinatorServiceImpl::GetLogs(grpc::ServerContext* context,
                                              const v1::GetLogsRequest* request,
                                              v1::GetLogsResponse* response) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kLogs,
+                                                  "Coordinator/GetLogs");
+      !auth.ok()) {
+    return auth;
+  }
   return Reply(cluster_.GetLogs(*request, kLogsTimeout), response);
 }
 
-grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
+grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext* context,
+                                               const v1::ListNodesRequest*,
                                                v1::ListNodesResponse* response) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kRead,
+                                                  "Coordinator/ListNodes");
+      !auth.ok()) {
+    return auth;
+  }
   *response = cluster_.ListNodes();
   return grpc::Status::OK;
 }
@@ -66,6 +98,11 @@ grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::L
 grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* context,
                                               const v1::WatchJobRequest* request,
                                               grpc::ServerWriter<v1::JobStatus>* writer) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kRead,
+                                                  "Coordinator/WatchJob");
+      !auth.ok()) {
+    return auth;
+  }
   const absl::Duration min_interval = request->min_interval_ms() == 0
                                           ? kDefaultWatchInterval
                                           : absl::Milliseconds(request->min_interval_ms());

@@ -1,17 +1,22 @@
 // gRPC glue for the Coordinator service (coordinator.proto): requests go to the Cluster, errors
 // come back as the matching gRPC codes. WatchJob sends the current status at once, then every
 // change (at most one message per min_interval), and ends after a terminal phase, when the
-// client cancels, or when the server shuts down (UNAVAILABLE).
+// client cancels, or when the server shuts down (UNAVAILABLE). Submit and cancel need the submit
+// token, logs too; the other reads take either token.
 #pragma once
 
 #include "coordinator/cluster.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
+#include "security/call_auth.h"
 
 namespace ringmaster::coordinator {
 
 class CoordinatorServiceImpl final : public v1::Coordinator::Service {
  public:
-  explicit CoordinatorServiceImpl(Cluster& cluster) : cluster_(cluster) {}
+  // Each call first checks its token against `tokens` (security/token_policy.h).
+  explicit CoordinatorServiceImpl(Cluster& cluster,
+                                  const security::TokenPolicy& tokens = security::OpenPolicy())
+      : cluster_(cluster), tokens_(tokens) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                          v1::SubmitJobResponse* response) override;
@@ -30,6 +35,7 @@ class CoordinatorServiceImpl final : public v1::Coordinator::Service {
 
  private:
   Cluster& cluster_;
+  const security::TokenPolicy& tokens_;
 };
 
 }  // namespace ringmaster::coordinator

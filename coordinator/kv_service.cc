@@ -25,14 +25,24 @@ absl::Duration Timeout(const grpc::ServerContext& context,
 
 }  // namespace
 
-grpc::Status KvServiceImpl::Set(grpc::ServerContext*, const v1::KvSetRequest* request,
+grpc::Status KvServiceImpl::Set(grpc::ServerContext* context, const v1::KvSetRequest* request,
                                 v1::KvSetResponse*) {
+  if (grpc::Status auth =
+          security::AuthorizeCall(tokens_, *context, security::Access::kKv, "KvService/Set");
+      !auth.ok()) {
+    return auth;
+  }
   return ToGrpcStatus(store_.Set(request->scope().job_id(), request->scope().generation(),
                                  request->key(), request->value()));
 }
 
 grpc::Status KvServiceImpl::Get(grpc::ServerContext* context, const v1::KvGetRequest* request,
                                 v1::KvGetResponse* response) {
+  if (grpc::Status auth =
+          security::AuthorizeCall(tokens_, *context, security::Access::kKv, "KvService/Get");
+      !auth.ok()) {
+    return auth;
+  }
   const bool wait = DurationFromProto(request->timeout()) > absl::ZeroDuration();
   absl::StatusOr<std::string> v =
       store_.Get(request->scope().job_id(), request->scope().generation(), request->key(),
@@ -45,6 +55,11 @@ grpc::Status KvServiceImpl::Get(grpc::ServerContext* context, const v1::KvGetReq
 
 grpc::Status KvServiceImpl::Wait(grpc::ServerContext* context, const v1::KvWaitRequest* request,
                                  v1::KvWaitResponse*) {
+  if (grpc::Status auth =
+          security::AuthorizeCall(tokens_, *context, security::Access::kKv, "KvService/Wait");
+      !auth.ok()) {
+    return auth;
+  }
   const std::vector<std::string> keys(request->keys().begin(), request->keys().end());
   return ToGrpcStatus(store_.Wait(request->scope().job_id(), request->scope().generation(), keys,
                                   Timeout(*context, request->timeout())));

@@ -4,12 +4,16 @@
 
 #include "coordinator/kv_store.h"
 #include "ringmaster/v1/kv.grpc.pb.h"
+#include "security/call_auth.h"
 
 namespace ringmaster::coordinator {
 
 class KvServiceImpl final : public v1::KvService::Service {
  public:
-  explicit KvServiceImpl(KvStore& store) : store_(store) {}
+  // Every call needs the join token when `tokens` has one (the store serves a job's ranks).
+  explicit KvServiceImpl(KvStore& store,
+                         const security::TokenPolicy& tokens = security::OpenPolicy())
+      : store_(store), tokens_(tokens) {}
 
   grpc::Status Set(grpc::ServerContext* context, const v1::KvSetRequest* request,
                    v1::KvSetResponse* response) override;
@@ -20,6 +24,7 @@ class KvServiceImpl final : public v1::KvService::Service {
 
  private:
   KvStore& store_;
+  const security::TokenPolicy& tokens_;
 };
 
 }  // namespace ringmaster::coordinator

@@ -3,9 +3,14 @@
 //   ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]
 //       [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]
 //       [--stall-after 10s] [--metrics-listen HOST:PORT]
+//       (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure-loopback)
+//       [--join-token-file FILE] [--submit-token-file FILE]
 //
-// No TLS yet (issue #8): it listens without encryption on exactly --listen. --advertise is the
-// address ranks are told to reach it at (RINGMASTER_COORDINATOR); default: --listen.
+// TLS with --tls-cert/--tls-key; --tls-client-ca also requires and verifies client certificates
+// (mutual TLS). Plaintext only with --insecure-loopback and a loopback --listen. Tokens from the
+// files, else $RINGMASTER_JOIN_TOKEN / $RINGMASTER_SUBMIT_TOKEN (docs/operations.md, Security).
+// --advertise is the address ranks are told to reach it at (RINGMASTER_COORDINATOR); default:
+// --listen.
 // --stall-after: how long ranks may wait inside a collective that others have not entered before
 // the job's status names them (docs/control-plane.md). --metrics-listen serves Prometheus'
 // /metrics there (port 0: a free one, logged; docs/metrics.md). Stops on SIGINT / SIGTERM.
@@ -15,8 +20,10 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -29,16 +36,23 @@
 #include "coordinator/coordinator_server.h"
 #include "coordinator/job_db.h"
 #include "coordinator/kv_store.h"
+#include "security/secret.h"
+#include "security/tls_credentials.h"
 
 namespace {
 
 using ringmaster::LogError;
 using ringmaster::LogInfo;
+using ringmaster::LogWarning;
 
 constexpr char kUsage[] =
     "usage: ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]\n"
     "         [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]\n"
-    "         [--stall-after 10s] [--metrics-listen HOST:PORT]\n";
+    "         [--stall-after 10s] [--metrics-listen HOST:PORT]\n"
+    "         (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure-loopback)\n"
+    "         [--join-token-file FILE] [--submit-token-file FILE]\n"
+    "Tokens default to $RINGMASTER_JOIN_TOKEN and $RINGMASTER_SUBMIT_TOKEN. Plaintext\n"
+    "(--insecure-loopback) only on a loopback --listen address.\n";
 
 struct Flags {
   std::string listen;
@@ -50,6 +64,10 @@ struct Flags {
   int master_port = 29500;
   absl::Duration stall_after = absl::Seconds(10);
   std::string metrics_listen;  // empty: no /metrics
+  ringmaster::security::TlsOptions tls;
+  bool insecure_loopback = false;
+  std::string join_token_file;
+  std::string submit_token_file;
 };
 
 bool ParseDurationFlag(std::string_view name, const char* value, absl::Duration* out) {
@@ -68,6 +86,10 @@ int ParseFlags(int argc, char** argv, Flags* f) {
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return -1;
+    }
+    if (arg == "--insecure-loopback") {
+      f->insecure_loopback = true;
+      continue;
     }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "ringmaster-coordinator: %s needs a value\n%s", argv[i], kUsage);
@@ -91,6 +113,16 @@ int ParseFlags(int argc, char** argv, Flags* f) {
       ok = ParseDurationFlag(arg, v, &f->stall_after);
     } else if (arg == "--metrics-listen") {
       f->metrics_listen = v;
+    } else if (arg == "--tls-cert") {
+      f->tls.cert_file = v;
+    } else if (arg == "--tls-key") {
+      f->tls.key_file = v;
+    } else if (arg == "--tls-client-ca") {
+      f->tls.ca_file = v;
+    } else if (arg == "--join-token-file") {
+      f->join_token_file = v;
+    } else if (arg == "--submit-token-file") {
+      f->submit_token_file = v;
     } else if (arg == "--master-port") {
       ok = absl::SimpleAtoi(v, &f->master_port) && f->master_port > 0 && f->master_port < 65536;
       if (!ok) std::fprintf(stderr, "ringmaster-coordinator: --master-port: bad port '%s'\n", v);
@@ -137,6 +169,41 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  // Transport and tokens first: a coordinator that would run unsafely does not start at all.
+  namespace sec = ringmaster::security;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      sec::ServerCredentialsFor(flags.listen, flags.tls, flags.insecure_loopback);
+  if (!credentials.ok()) {
+    LogError(std::string(credentials.status().message()));
+    return 2;
+  }
+  absl::StatusOr<std::optional<std::string>> join_token =
+      sec::ReadSecret("join token", flags.join_token_file, "RINGMASTER_JOIN_TOKEN");
+  absl::StatusOr<std::optional<std::string>> submit_token =
+      sec::ReadSecret("submit token", flags.submit_token_file, "RINGMASTER_SUBMIT_TOKEN");
+  for (const auto* t : {&join_token, &submit_token}) {
+    if (!t->ok()) {
+      LogError(std::string(t->status().message()));
+      return 2;
+    }
+  }
+  if (!join_token->has_value() && !flags.insecure_loopback) {
+    LogWarning(
+        "no join token (--join-token-file, $RINGMASTER_JOIN_TOKEN): any client that "
+        "reaches --listen may register as a node");
+  }
+  if (!submit_token->has_value() && !flags.insecure_loopback) {
+    LogWarning(
+        "no submit token (--submit-token-file, $RINGMASTER_SUBMIT_TOKEN): any client that "
+        "reaches --listen may submit and cancel jobs");
+  }
+  const std::string transport =
+      absl::StrCat(sec::DescribeServerTransport(flags.tls, flags.insecure_loopback),
+                   ", join token ", join_token->has_value() ? "required" : "off", ", submit token ",
+                   submit_token->has_value() ? "required" : "off");
+  rc::ServerSecurity security{*std::move(credentials),
+                              sec::TokenPolicy(*std::move(join_token), *std::move(submit_token))};
+
   rc::RealClock clock;
   absl::StatusOr<std::unique_ptr<rc::JobDb>> db = rc::JobDb::Open(flags.db, clock);
   if (!db.ok()) {
@@ -170,13 +237,13 @@ int main(int argc, char** argv) {
   }
   const absl::Duration tick = std::min(absl::Milliseconds(250), flags.lost_after / 4);
   absl::StatusOr<std::unique_ptr<rc::CoordinatorServer>> server =
-      rc::CoordinatorServer::Start(flags.listen, **cluster, kv, tick);
+      rc::CoordinatorServer::Start(flags.listen, **cluster, kv, tick, std::move(security));
   if (!server.ok()) {
     LogError(server.status().ToString());
     return 1;
   }
-  LogInfo(absl::StrCat("listening on ", flags.listen, " (port ", (*server)->port(),
-                       ", no TLS), database ", flags.db, ", lost after ",
+  LogInfo(absl::StrCat("listening on ", flags.listen, " (port ", (*server)->port(), ", ", transport,
+                       "), database ", flags.db, ", lost after ",
                        absl::FormatDuration(flags.lost_after)));
   int sig = 0;
   sigwait(&stop_signals, &sig);

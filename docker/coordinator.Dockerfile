@@ -35,4 +35,11 @@ WORKDIR /var/lib/ringmaster
 VOLUME ["/var/lib/ringmaster"]
 EXPOSE 7070
 ENTRYPOINT ["/usr/local/bin/ringmaster-coordinator"]
-CMD ["--listen", "0.0.0.0:7070", "--db", "/var/lib/ringmaster/jobs.db"]
+# TLS is required off loopback (docs/operations.md, "Security"): mount the certificate, key, CA
+# and tokens at /etc/ringmaster/credentials (as k8s/ and helm/ do), or pass your own flags.
+CMD ["--listen", "0.0.0.0:7070", "--db", "/var/lib/ringmaster/jobs.db", \
+     "--tls-cert", "/etc/ringmaster/credentials/tls.crt", \
+     "--tls-key", "/etc/ringmaster/credentials/tls.key", \
+     "--tls-client-ca", "/etc/ringmaster/credentials/ca.crt", \
+     "--join-token-file", "/etc/ringmaster/credentials/join-token", \
+     "--submit-token-file", "/etc/ringmaster/credentials/submit-token"]

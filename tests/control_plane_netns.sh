@@ -66,6 +66,7 @@ wrap() {  # $1 = file, $2 = namespace, $3 = binary
 cluster_init "$work"
 CP_ADDR=$subnet.1
 export RINGMASTER_COORDINATOR=$CP_ADDR:$CP_PORT
+cluster_tls "$CP_ADDR"  # not loopback: mutual TLS and tokens, as in production
 wrap "$work/cli" "${P}c" "$CP_CLI"
 wrap "$work/coordinator" "${P}c" "$CP_COORD"
 real_agent=$CP_AGENT

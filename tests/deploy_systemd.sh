@@ -55,12 +55,22 @@ for u in ringmaster-coordinator.service ringmaster-agent.service; do
     grep -q -- "${a%%=*}[ =]\|${a%%=*}\$" <<<"$usage" || { echo "FAIL: $u passes $a, not in $b --help"; exit 1; }
   done
 done
-# The coordinator really starts with the unit's flags (loopback port and a temporary database).
+# The coordinator really starts with the unit's flags (loopback port and a temporary database),
+# its TLS files and tokens made here with openssl in place of /etc/ringmaster/tls.
+command -v openssl >/dev/null || { echo "no openssl"; exit 77; }
+mkdir "$work/tls"
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ca -keyout "$work/tls/ca.key" \
+  -out "$work/tls/ca.crt" 2>/dev/null
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=coordinator \
+  -keyout "$work/tls/coordinator.key" -out "$work/tls/coordinator.crt" 2>/dev/null
+(umask 077; openssl rand -hex 16 >"$work/tls/join.token"; openssl rand -hex 16 >"$work/tls/submit.token")
 "$coord" --listen 127.0.0.1:0 --db "$work/jobs.db" --advertise "$RINGMASTER_COORDINATOR" \
-  $RINGMASTER_COORDINATOR_ARGS 2>"$work/coord.log" &
+  ${RINGMASTER_COORDINATOR_ARGS//\/etc\/ringmaster\/tls/$work/tls} 2>"$work/coord.log" &
 cpid=$!
 for _ in $(seq 1 200); do grep -q "listening on" "$work/coord.log" && break; kill -0 $cpid 2>/dev/null || break; sleep 0.05; done
 grep -q "listening on" "$work/coord.log" || { cat "$work/coord.log"; echo "FAIL: coordinator did not start"; exit 1; }
+grep -q "mutual TLS, join token required, submit token required" "$work/coord.log" ||
+  { cat "$work/coord.log"; echo "FAIL: the example does not run mutual TLS with both tokens"; exit 1; }
 kill -TERM $cpid; wait $cpid || { echo "FAIL: coordinator exit status $?"; exit 1; }
 
 # ringmaster-trainer-launch: a fake trainer beside it prints its environment and arguments.

@@ -126,7 +126,7 @@ wait_query 120 'max(ringmaster_job_phase{phase="running"}) == 1 and max(ringmast
   "the job Running again" >/dev/null
 echo "prometheus: after kill -9 of rank 1: restarts $restarts, generation $gen, Running again"
 
-"$CLI" --coordinator "$coord" cancel "$(sed -n 's/.*job \(job-[0-9]*\) on .*/\1/p' "$work/local.log" | head -1)" \
+"$CLI" --coordinator "$coord" --insecure-loopback cancel "$(sed -n 's/.*job \(job-[0-9]*\) on .*/\1/p' "$work/local.log" | head -1)" \
   >/dev/null || fail "cancel failed"
 status=0
 wait "$local_pid" || status=$?

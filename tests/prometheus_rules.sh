@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest-labels: unit
+# ctest-labels: integration
 # The alert rules and the Grafana dashboard (issue #6, docs/dashboards.md), without a server:
 #   1. `promtool check rules` accepts docs/prometheus/alerts.yml, and a copy with a PromQL syntax
 #      error is rejected;

@@ -141,6 +141,7 @@ class CoordinatorProcess {
       }
       execl(binary.c_str(), binary.c_str(), "--listen", "127.0.0.1:0", "--db", db.c_str(),
             "--last-call", "1s", "--lost-after", "600s", "--join-timeout", "600s",
+            "--insecure-loopback",  // plaintext, as the simulated agents speak, on 127.0.0.1 only
             static_cast<char*>(nullptr));
       std::perror("exec ringmaster-coordinator");
       _exit(127);

@@ -1,13 +1,17 @@
 # A control plane started piece by piece, for tests that kill and restart its parts (sourced).
 #
-#   cluster_init WORKDIR          binaries from $RINGMASTER_BINARY_DIR; picks a free port
+#   cluster_init WORKDIR          binaries from $RINGMASTER_BINARY_DIR; picks a free port;
+#                                 plaintext on loopback (--insecure-loopback everywhere)
+#   cluster_tls [IP...]           instead: mutual TLS (a CA, a server certificate for 127.0.0.1
+#                                 and the IPs, a client certificate, under $CP_WORK/tls) plus a
+#                                 join and a submit token; the CLI gets them through the env
 #   start_coordinator [FLAGS...]  (re)starts the coordinator on $CP_PORT with $CP_WORK/coord.db
 #   start_agent NAME [FLAGS...]   starts agent NAME (work dir $CP_WORK/NAME); env via `env` before
 #   job_field JOB FIELD           a field of `ringmaster status JOB` ("phase", "generation", ...)
 #   wait_until SECONDS WHAT CMD...  polls CMD (every 0.1 s) until it succeeds; fails naming WHAT
 #   cluster_stop                  kills everything started here (also on EXIT)
 #   committed_step DIR            newest checkpoint step with a manifest under DIR/checkpoints, or 0
-# PIDs: $COORD_PID, AGENT_PID[NAME].
+# PIDs: $COORD_PID, AGENT_PID[NAME]. Security flags: CP_COORD_SECURITY, CP_AGENT_SECURITY (arrays).
 declare -A AGENT_PID
 
 cluster_init() {
@@ -24,11 +28,49 @@ cluster_init() {
   CP_MASTER_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   CP_ADDR=${CP_ADDR:-127.0.0.1}
   export RINGMASTER_COORDINATOR=$CP_ADDR:$CP_PORT
+  CP_COORD_SECURITY=(--insecure-loopback)
+  CP_AGENT_SECURITY=(--insecure-loopback)
+  export RINGMASTER_INSECURE_LOOPBACK=1
+}
+
+# make_cert DIR NAME SUBJECT_CN EXT: a key and a certificate signed by DIR/ca.{crt,key}.
+make_cert() {
+  local d=$1 n=$2 cn=$3 ext=$4
+  openssl req -newkey rsa:2048 -nodes -keyout "$d/$n.key" -subj "/CN=$cn" -out "$d/$n.csr" 2>/dev/null
+  printf '%s\n' "$ext" >"$d/$n.ext"
+  openssl x509 -req -in "$d/$n.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+    -days 2 -sha256 -extfile "$d/$n.ext" -out "$d/$n.crt" 2>/dev/null
+  chmod 600 "$d/$n.key"
+}
+
+# make_ca DIR [CN]: a self-signed CA, DIR/ca.{crt,key}.
+make_ca() {
+  mkdir -p "$1"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=${2:-ringmaster test CA}" \
+    -keyout "$1/ca.key" -out "$1/ca.crt" 2>/dev/null
+}
+
+cluster_tls() {
+  command -v openssl >/dev/null || { echo "SKIP: needs openssl"; exit 77; }
+  local d=$CP_WORK/tls ip san="IP:127.0.0.1"
+  for ip in "$@"; do san+=",IP:$ip"; done
+  make_ca "$d"
+  make_cert "$d" server ringmaster-coordinator "subjectAltName=$san
+extendedKeyUsage=serverAuth"
+  make_cert "$d" client ringmaster-client "extendedKeyUsage=clientAuth"
+  (umask 077; openssl rand -hex 24 >"$d/join.token"; openssl rand -hex 24 >"$d/submit.token")
+  CP_COORD_SECURITY=(--tls-cert "$d/server.crt" --tls-key "$d/server.key" --tls-client-ca "$d/ca.crt"
+    --join-token-file "$d/join.token" --submit-token-file "$d/submit.token")
+  CP_AGENT_SECURITY=(--tls-ca "$d/ca.crt" --tls-cert "$d/client.crt" --tls-key "$d/client.key"
+    --join-token-file "$d/join.token")
+  unset RINGMASTER_INSECURE_LOOPBACK
+  export RINGMASTER_TLS_CA=$d/ca.crt RINGMASTER_TLS_CERT=$d/client.crt RINGMASTER_TLS_KEY=$d/client.key
+  export RINGMASTER_TOKEN_FILE=$d/submit.token
 }
 
 start_coordinator() {
   "$CP_COORD" --listen "$CP_ADDR:$CP_PORT" --db "$CP_WORK/coord.db" --master-port "$CP_MASTER_PORT" \
-    "$@" >>"$CP_WORK/coordinator.log" 2>&1 &
+    "${CP_COORD_SECURITY[@]}" "$@" >>"$CP_WORK/coordinator.log" 2>&1 &
   COORD_PID=$!
   wait_until 30 "the coordinator to answer" "$CP_CLI" nodes
 }
@@ -37,7 +79,7 @@ start_agent() {
   local name=$1
   shift
   "$CP_AGENT" --coordinator "$CP_ADDR:$CP_PORT" --trainer "${TRAINER:?}" --work-dir "$CP_WORK/$name" \
-    --name "$name" --inventory-override none "$@" >>"$CP_WORK/$name.log" 2>&1 &
+    --name "$name" --inventory-override none "${CP_AGENT_SECURITY[@]}" "$@" >>"$CP_WORK/$name.log" 2>&1 &
   AGENT_PID[$name]=$!
 }
 

@@ -1,0 +1,26 @@
+// Tokens on gRPC calls: clients attach theirs as "authorization: Bearer <token>"; the
+// coordinator's handlers check it against the TokenPolicy before doing anything else.
+#pragma once
+
+#include <grpcpp/client_context.h>
+#include <grpcpp/server_context.h>
+
+#include <string>
+#include <string_view>
+
+#include "security/token_policy.h"
+
+namespace ringmaster::security {
+
+// Adds the token to the call's metadata; nothing when `token` is empty.
+void AttachToken(grpc::ClientContext* context, const std::string& token);
+
+// OK when the call may go on. Otherwise UNAUTHENTICATED naming the missing or wrong token, and a
+// WARNING line naming the peer's address and `method` (never a token).
+grpc::Status AuthorizeCall(const TokenPolicy& policy, const grpc::ServerContext& context,
+                           Access access, std::string_view method);
+
+// The policy of services built without one (tests, fuzzers): every call allowed.
+const TokenPolicy& OpenPolicy();
+
+}  // namespace ringmaster::security
