@@ -22,7 +22,7 @@ APT_PACKAGES=(
   clang-format clang-tidy
   clang libclang-rt-14-dev libomp-dev  # scripts/sanitize-and-fuzz.sh: libFuzzer, sanitizers
   python3 python3-venv python3-pip python3-torch python3-numpy
-  prometheus iproute2 procps curl
+  prometheus iproute2 procps curl openssl  # openssl: tests/control_plane_tls.sh makes its certificates
   # tests/deploy_*.sh: yamllint, systemd-analyze, Go + the libraries scripts/render-chart.sh builds with
   yamllint systemd golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
   golang-github-xeipuuv-gojsonschema-dev
