@@ -47,5 +47,8 @@ ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     HOME=/var/lib/ringmaster
 USER 10001:10001
 WORKDIR /var/lib/ringmaster
+# /metrics when started with --metrics-listen=0.0.0.0:9401 (k8s/, helm/): the agent's series and
+# every local rank's figures; the trainers need no metrics port of their own.
+EXPOSE 9401
 ENTRYPOINT ["/usr/local/bin/ringmaster-agent"]
 CMD ["--help"]

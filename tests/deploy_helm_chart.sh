@@ -5,7 +5,10 @@
 # chart renders (scripts/render-chart.sh: Helm's template engine rebuilt from Sprig etc., see
 # docs/operations.md) with --strict for the default values and the P40 example, the rendered
 # objects validate like k8s/ and carry the standard labels, the flags they pass are flags the
-# real binaries accept, and NOTES.txt renders.
+# real binaries accept, and NOTES.txt renders. Metrics: the coordinator and the agents pass
+# --metrics-listen on their "metrics" ports (metrics.coordinatorPort / metrics.agentPort), the
+# ServiceMonitor's jobLabel makes the scrape jobs "ringmaster-coordinator" and "ringmaster-agent"
+# whatever the release is called, and no trainer serves a metrics port of its own.
 set -euo pipefail
 ROOT=${RINGMASTER_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 BIN=${RINGMASTER_BINARY_DIR:-$ROOT/build}
@@ -29,7 +32,7 @@ cat >"$work/typo.yaml" <<'YAML'
 agent:
   gpusPerNod: 2
 compression: zstd
-metrics: {trainer: {port: "9500"}}
+metrics: {agentPort: "9401"}
 YAML
 "$PY" - "$CHART" "$work/typo.yaml" <<'PY'
 import json, sys, jsonschema, yaml
@@ -61,9 +64,9 @@ for f in [f"{chart}/values.yaml"] + [f"{chart}/ci/p40-values.yaml"]:
 bad = yaml.safe_load(open(f"{chart}/values.yaml"))
 for k, x in yaml.safe_load(open(typo)).items():
     bad[k] = {**bad[k], **x} if isinstance(x, dict) else x
-bad["metrics"]["trainer"] = {"enabled": True, "port": "9500"}
+bad["metrics"]["agentPort"] = "9401"
 msgs = " | ".join(e.message for e in v.iter_errors(bad))
-for needle in ("'gpusPerNod' was unexpected", "'zstd' is not one of", "'9500' is not of type 'integer'"):
+for needle in ("'gpusPerNod' was unexpected", "'zstd' is not one of", "'9401' is not of type 'integer'"):
     if needle not in msgs:
         sys.exit(f"FAIL: jsonschema did not report {needle!r}: {msgs}")
 print("values.schema.json: values.yaml and ci/p40-values.yaml valid, the typo file rejected")
@@ -79,7 +82,7 @@ cat >"$work/all-values.yaml" <<'YAML'
 agent: {gpusPerNode: 8, hostNetwork: true, rack: r7, inventoryOverride: "8xA100:sm_80:80GiB", logMaxBytes: 1048576, logKeep: 3,
         sharedStorage: {hostPath: /mnt/shared}, trainerEnv: {NCCL_SOCKET_IFNAME: ib0}}
 persistence: {enabled: false}
-metrics: {serviceMonitor: {enabled: true}}
+metrics: {coordinatorPort: 9410, agentPort: 9411, serviceMonitor: {enabled: true}}
 rbac: {operators: [{kind: Group, name: ops, apiGroup: rbac.authorization.k8s.io}]}
 images: {pullSecrets: [regcred]}
 tls: {enabled: true, existingSecret: my-tls}
@@ -127,7 +130,53 @@ for f in sys.argv[1:3]:
 print("labels and flags: ok")
 PY
 
-# 5. The checks must be able to fail: a template emitting a misspelt field is caught.
+# 5. Metrics wiring (issue #6): default ports, and the "all" values' 9410/9411.
+"$PY" - "$work/default.yaml" 9400 9401 "$work/all.yaml" 9410 9411 "$work/p40.yaml" 9400 9401 <<'PY'
+import sys, yaml
+def fail(msg):
+    sys.exit(f"FAIL: {msg}")
+args = sys.argv[1:]
+for f, cport, aport in zip(args[0::3], map(int, args[1::3]), map(int, args[2::3])):
+    docs = [d for d in yaml.safe_load_all(open(f)) if d]
+    kinds = lambda k: [d for d in docs if d["kind"] == k]
+    (c,) = [d["spec"]["template"]["spec"]["containers"][0] for d in kinds("StatefulSet")]
+    (a,) = [d["spec"]["template"]["spec"]["containers"][0] for d in kinds("DaemonSet")]
+    want = ["--metrics-listen", f"0.0.0.0:{cport}"]
+    if not any(c["args"][i:i + 2] == want for i in range(len(c["args"]))):
+        fail(f"{f}: coordinator args lack {' '.join(want)}")
+    if {"name": "metrics", "containerPort": cport, "protocol": "TCP"} not in c["ports"]:
+        fail(f"{f}: coordinator has no container port metrics {cport}")
+    if f"--metrics-listen=0.0.0.0:{aport}" not in a["args"]:
+        fail(f"{f}: agent args lack --metrics-listen=0.0.0.0:{aport}: {a['args']}")
+    if a["ports"] != [{"name": "metrics", "containerPort": aport, "protocol": "TCP"}]:
+        fail(f"{f}: agent ports {a['ports']}: want only metrics {aport} (no trainer ports)")
+    for cm in kinds("ConfigMap"):
+        if "RINGMASTER_METRICS_PORT=" in (cm.get("data") or {}).get("trainer.env", ""):
+            fail(f"{f}: trainer.env sets RINGMASTER_METRICS_PORT: the agent's page already has every rank")
+    for sm in kinds("ServiceMonitor"):
+        spec = sm["spec"]
+        if [e["port"] for e in spec["endpoints"]] != ["metrics"]:
+            fail(f"{f}: ServiceMonitor endpoints {spec['endpoints']}")
+        jobs = {}
+        for s in kinds("Service"):
+            labels = s["metadata"]["labels"]
+            if all(labels.get(k) == v for k, v in spec["selector"]["matchLabels"].items()):
+                (p,) = [p for p in s["spec"]["ports"] if p["name"] == "metrics"]
+                jobs[labels.get(spec.get("jobLabel", ""), s["metadata"]["name"])] = (p["port"], p["targetPort"])
+        if jobs != {"ringmaster-coordinator": (cport, "metrics"), "ringmaster-agent": (aport, "metrics")}:
+            fail(f"{f}: ServiceMonitor scrape jobs (name: port, targetPort) {jobs}")
+    if "all.yaml" in f and not kinds("ServiceMonitor"):
+        fail("no ServiceMonitor with serviceMonitor.enabled")
+    for np in kinds("NetworkPolicy"):
+        if np["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/component") == "agent":
+            fail(f"{f}: a NetworkPolicy selects the agents: check it admits Prometheus to {aport}")
+        if not any({"port": "metrics", "protocol": "TCP"} in r.get("ports", []) for r in np["spec"]["ingress"]):
+            fail(f"{f}: NetworkPolicy admits no one to the coordinator's metrics port")
+print("metrics: --metrics-listen on both, scrape jobs ringmaster-coordinator and ringmaster-agent")
+PY
+grep -q "scrape jobs ringmaster-coordinator (port 9410) and ringmaster-agent (port 9411" "$work/all.notes"
+
+# 6. The checks must be able to fail: a template emitting a misspelt field is caught.
 cp -r "$CHART" "$work/chart"
 sed -i 's/automountServiceAccountToken: false/automountServiceAccountTokens: false/' "$work/chart/templates/agent.yaml"
 scripts/render-chart.sh --strict "$work/chart" >"$work/broken.yaml"

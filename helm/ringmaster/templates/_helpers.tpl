@@ -68,7 +68,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" $i.repository (default (printf "%s-%s" .Chart.AppVersion $i.flavor) $i.tag) -}}
 {{- end -}}
 
-{{/* Secret holding the join token and TLS material (#8). */}}
+{{/* Secret holding the join and submit tokens and the TLS material. */}}
 {{- define "ringmaster.credentialsSecret" -}}
 {{- default (printf "%s-credentials" (include "ringmaster.fullname" .)) .Values.tls.existingSecret -}}
 {{- end -}}
