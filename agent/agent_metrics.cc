@@ -48,9 +48,9 @@ AgentSnapshot AgentMetrics::Latest() const {
 }
 
 #ifndef RINGMASTER_HAVE_PROMETHEUS
-absl::StatusOr<std::unique_ptr<AgentMetricsServer>> ServeAgentMetrics(const std::string& listen,
-                                                                      const AgentMetrics*,
-                                                                      const std::string&) {
+absl::StatusOr<std::unique_ptr<trainer::MetricsServer>> ServeAgentMetrics(const std::string& listen,
+                                                                          const AgentMetrics*,
+                                                                          const std::string&) {
   return absl::UnimplementedError("metrics on " + listen +
                                   " requested, but this build has no prometheus-cpp");
 }

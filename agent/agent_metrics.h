@@ -17,6 +17,7 @@
 #include "agent/gpu_monitor.h"
 #include "agent/rank_supervisor.h"
 #include "ringmaster/v1/agent.pb.h"
+#include "trainer/metrics/metrics_server.h"
 
 namespace ringmaster::agent {
 
@@ -52,17 +53,10 @@ class AgentMetrics {
   AgentSnapshot latest_ ABSL_GUARDED_BY(mu_);
 };
 
-class AgentMetricsServer {
- public:
-  virtual ~AgentMetricsServer() = default;
-  virtual int port() const = 0;
-};
-
 // Serves `metrics` (which must outlive the server) on `listen` ("HOST:PORT"; port 0 picks a
 // free one) with the constant label node=`node_name` on the agent's own series. Unimplemented
 // without prometheus-cpp; Unavailable when the address cannot be bound.
-absl::StatusOr<std::unique_ptr<AgentMetricsServer>> ServeAgentMetrics(const std::string& listen,
-                                                                      const AgentMetrics* metrics,
-                                                                      const std::string& node_name);
+absl::StatusOr<std::unique_ptr<trainer::MetricsServer>> ServeAgentMetrics(
+    const std::string& listen, const AgentMetrics* metrics, const std::string& node_name);
 
 }  // namespace ringmaster::agent

@@ -1,13 +1,10 @@
 // The prometheus-cpp half of agent_metrics.h (built only with prometheus-cpp).
 #include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 
 #include <chrono>
-#include <exception>
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent_metrics.h"
-#include "common/log.h"
 #include "trainer/metrics/figures_exposition.h"
 
 namespace ringmaster::agent {
@@ -101,38 +98,11 @@ class AgentCollectable : public prometheus::Collectable {
   std::string node_;
 };
 
-class PrometheusAgentServer : public AgentMetricsServer {
- public:
-  PrometheusAgentServer(std::unique_ptr<prometheus::Exposer> exposer,
-                        std::shared_ptr<AgentCollectable> collectable)
-      : exposer_(std::move(exposer)), collectable_(std::move(collectable)) {
-    exposer_->RegisterCollectable(collectable_);
-  }
-  ~PrometheusAgentServer() override { exposer_->RemoveCollectable(collectable_); }
-  int port() const override {
-    const std::vector<int> ports = exposer_->GetListeningPorts();
-    return ports.empty() ? 0 : ports[0];
-  }
-
- private:
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  std::shared_ptr<AgentCollectable> collectable_;
-};
-
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<AgentMetricsServer>> ServeAgentMetrics(
+absl::StatusOr<std::unique_ptr<trainer::MetricsServer>> ServeAgentMetrics(
     const std::string& listen, const AgentMetrics* metrics, const std::string& node_name) {
-  try {
-    auto exposer = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1);
-    auto server = std::make_unique<PrometheusAgentServer>(
-        std::move(exposer), std::make_shared<AgentCollectable>(metrics, node_name));
-    const std::string host = listen.substr(0, listen.rfind(':'));
-    LogInfo(absl::StrCat("metrics on http://", host, ":", server->port(), "/metrics"));
-    return std::unique_ptr<AgentMetricsServer>(std::move(server));
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
-  }
+  return trainer::ServeCollectable(listen, std::make_shared<AgentCollectable>(metrics, node_name));
 }
 
 }  // namespace ringmaster::agent

@@ -230,9 +230,9 @@ int main(int argc, char** argv) {
     }
   }
   ra::AgentMetrics metrics(inv->trainer_samples_per_second(), gpus.get());
-  std::unique_ptr<ra::AgentMetricsServer> metrics_server;
+  std::unique_ptr<ringmaster::trainer::MetricsServer> metrics_server;
   if (flags.count("--metrics-listen")) {
-    absl::StatusOr<std::unique_ptr<ra::AgentMetricsServer>> server =
+    absl::StatusOr<std::unique_ptr<ringmaster::trainer::MetricsServer>> server =
         ra::ServeAgentMetrics(flags["--metrics-listen"], &metrics, inv->node_name());
     if (!server.ok()) return Fail(absl::StrCat("--metrics-listen: ", server.status().message()));
     metrics_server = *std::move(server);

@@ -4,17 +4,14 @@
 #ifdef RINGMASTER_HAVE_PROMETHEUS
 
 #include <prometheus/client_metric.h>
-#include <prometheus/exposer.h>
 #include <prometheus/histogram.h>
 
 #include <algorithm>
-#include <exception>
 #include <map>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
 #include "coordinator/proto_convert.h"
 
 namespace ringmaster::coordinator {
@@ -208,43 +205,9 @@ std::vector<MetricFamily> CoordinatorCollectable::Collect() const {
   return CoordinatorMetricFamilies(cluster_.Snapshot(kEndedJobsInMetricsFor));
 }
 
-namespace {
-
-class PrometheusServer final : public MetricsServer {
- public:
-  PrometheusServer(std::unique_ptr<prometheus::Exposer> exposer,
-                   std::shared_ptr<CoordinatorCollectable> collectable)
-      : exposer_(std::move(exposer)), collectable_(std::move(collectable)) {
-    exposer_->RegisterCollectable(collectable_);
-  }
-  ~PrometheusServer() override {
-    exposer_->RemoveCollectable(collectable_);
-    exposer_.reset();  // stops serving before the collectable goes
-  }
-  int port() const override {
-    const std::vector<int> ports = exposer_->GetListeningPorts();
-    return ports.empty() ? 0 : ports[0];
-  }
-
- private:
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  std::shared_ptr<CoordinatorCollectable> collectable_;
-};
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsServer(const std::string& listen,
                                                                   Cluster& cluster) {
-  try {
-    auto exposer = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1);
-    auto server = std::make_unique<PrometheusServer>(
-        std::move(exposer), std::make_shared<CoordinatorCollectable>(cluster));
-    const std::string host = listen.substr(0, listen.rfind(':'));
-    LogInfo(absl::StrCat("metrics on http://", host, ":", server->port(), "/metrics"));
-    return std::unique_ptr<MetricsServer>(std::move(server));
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
-  }
+  return trainer::ServeCollectable(listen, std::make_shared<CoordinatorCollectable>(cluster));
 }
 
 }  // namespace ringmaster::coordinator

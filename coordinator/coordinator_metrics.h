@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/cluster.h"
+#include "trainer/metrics/metrics_server.h"
 
 #ifdef RINGMASTER_HAVE_PROMETHEUS
 #include <prometheus/collectable.h>
@@ -41,12 +42,7 @@ class CoordinatorCollectable final : public prometheus::Collectable {
 };
 #endif
 
-// The HTTP server behind /metrics; stops serving when destroyed.
-class MetricsServer {
- public:
-  virtual ~MetricsServer() = default;
-  virtual int port() const = 0;
-};
+using trainer::MetricsServer;  // the HTTP server behind /metrics (trainer/metrics/metrics_server.h)
 
 // Serves /metrics on `listen` ("HOST:PORT"; port 0 picks a free one, and the log names it).
 // Unimplemented when this build has no prometheus-cpp; Unavailable when the address cannot be

@@ -31,14 +31,17 @@ class StatusCollectable : public prometheus::Collectable {
   std::vector<std::pair<std::string, std::string>> labels_;
 };
 
-class PrometheusServer : public MetricsServer {
+class PrometheusServer final : public MetricsServer {
  public:
   PrometheusServer(std::unique_ptr<prometheus::Exposer> exposer,
-                   std::shared_ptr<StatusCollectable> collectable)
+                   std::shared_ptr<prometheus::Collectable> collectable)
       : exposer_(std::move(exposer)), collectable_(std::move(collectable)) {
     exposer_->RegisterCollectable(collectable_);
   }
-  ~PrometheusServer() override { exposer_->RemoveCollectable(collectable_); }
+  ~PrometheusServer() override {
+    exposer_->RemoveCollectable(collectable_);
+    exposer_.reset();  // stops serving before the collectable goes
+  }
 
   int port() const override {
     const std::vector<int> ports = exposer_->GetListeningPorts();
@@ -47,24 +50,28 @@ class PrometheusServer : public MetricsServer {
 
  private:
   std::unique_ptr<prometheus::Exposer> exposer_;
-  std::shared_ptr<StatusCollectable> collectable_;
+  std::shared_ptr<prometheus::Collectable> collectable_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> ServeRankMetrics(
-    const std::string& listen, const RankStatus* status,
-    std::vector<std::pair<std::string, std::string>> labels) {
+absl::StatusOr<std::unique_ptr<MetricsServer>> ServeCollectable(
+    const std::string& listen, std::shared_ptr<prometheus::Collectable> collectable) {
   try {
-    auto exposer = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1);
     auto server = std::make_unique<PrometheusServer>(
-        std::move(exposer), std::make_shared<StatusCollectable>(status, std::move(labels)));
+        std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1), std::move(collectable));
     const std::string host = listen.substr(0, listen.rfind(':'));
     LogInfo(absl::StrCat("metrics on http://", host, ":", server->port(), "/metrics"));
     return std::unique_ptr<MetricsServer>(std::move(server));
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
   }
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> ServeRankMetrics(
+    const std::string& listen, const RankStatus* status,
+    std::vector<std::pair<std::string, std::string>> labels) {
+  return ServeCollectable(listen, std::make_shared<StatusCollectable>(status, std::move(labels)));
 }
 
 }  // namespace ringmaster::trainer
