@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "absl/base/casts.h"
 #include "absl/strings/str_cat.h"
@@ -83,9 +84,13 @@ RankFigures Read(const RankStatusBlock& b) {
   f.pid = static_cast<int64_t>(Get(b.pid));
   f.world_size = static_cast<int64_t>(Get(b.world_size));
   f.steps_planned = static_cast<int64_t>(Get(b.steps_planned));
-  // The writer holds the lock for a few stores, so a retry or two is enough; the bound matters
-  // when the writer was stopped or killed while holding it (then the last read is returned).
-  for (int attempt = 0; attempt < 1000; ++attempt) {
+  // The writer holds the lock for a few stores, so a retry or two is usually enough; a writer
+  // entering collectives back to back can keep it busy longer, so later attempts yield. The bound
+  // matters when the writer was stopped or killed while holding the lock: then no consistent
+  // copy exists and the collective is reported as unknown (number 0), never as a torn mix.
+  bool consistent = false;
+  for (int attempt = 0; attempt < 20000 && !consistent; ++attempt) {
+    if (attempt >= 16) std::this_thread::yield();
     const uint64_t before = b.coll_lock.load(std::memory_order_acquire);
     f.collective_seq = Get(b.coll_seq);
     const uint64_t op = Get(b.coll_op);
@@ -93,7 +98,13 @@ RankFigures Read(const RankStatusBlock& b) {
     f.in_collective = Get(b.coll_in) != 0;
     f.collective_entered_unix = static_cast<double>(Get(b.coll_entered_ns)) * 1e-9;
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (before % 2 == 0 && b.coll_lock.load(kRelaxed) == before) break;
+    consistent = before % 2 == 0 && b.coll_lock.load(kRelaxed) == before;
+  }
+  if (!consistent) {
+    f.collective_seq = 0;
+    f.collective_op = Collective::kAllReduceSum;
+    f.in_collective = false;
+    f.collective_entered_unix = 0;
   }
   for (int i = 0; i < kNumCollectives; ++i) {
     f.comm_seconds[i] = static_cast<double>(Get(b.comm_ns[i])) * 1e-9;

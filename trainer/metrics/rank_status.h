@@ -38,7 +38,7 @@ struct RankFigures {
   int64_t pid = 0;
   int64_t world_size = 0, steps_planned = 0;
   // The collective this rank entered last.
-  uint64_t collective_seq = 0;  // 0: none yet
+  uint64_t collective_seq = 0;  // 0: none yet, or unknown (no consistent copy could be read)
   Collective collective_op = Collective::kBarrier;
   bool in_collective = false;
   double collective_entered_unix = 0;                  // seconds
