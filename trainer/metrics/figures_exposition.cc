@@ -37,23 +37,6 @@ class Families {
     Push(std::move(f));
   }
 
-  // One series per rank and value of `label`.
-  void Labeled(const std::string& name, const std::string& help, MetricType type,
-               const std::string& label, const std::vector<std::string>& values,
-               const std::function<bool(const RankFigures&, size_t, double*)>& value) {
-    MetricFamily f{name, help, type, {}};
-    for (const LabeledFigures& r : ranks_) {
-      for (size_t i = 0; i < values.size(); ++i) {
-        double v = 0;
-        if (!value(r.figures, i, &v)) continue;
-        ClientMetric m = WithLabels(r.labels, {{label, values[i]}});
-        (type == MetricType::Counter ? m.counter.value : m.gauge.value) = v;
-        f.metric.push_back(std::move(m));
-      }
-    }
-    Push(std::move(f));
-  }
-
   // Any number of series per rank, each with its own extra labels.
   void Multi(
       const std::string& name, const std::string& help, MetricType type,
@@ -164,12 +147,15 @@ std::vector<MetricFamily> TrainerFamilies(const std::vector<LabeledFigures>& ran
   fam.Scalar("ringmaster_trainer_checkpoint_bytes_total",
              "Bytes of checkpoint shards this rank has written", T::Counter,
              [&](const RankFigures& f, double* v) { return always(f.checkpoint_bytes_total, v); });
-  fam.Labeled(
+  fam.Multi(
       "ringmaster_trainer_state_bytes", "Parameter, gradient and optimizer memory of this rank",
-      T::Gauge, "kind", {"persistent", "peak_transient"},
-      [](const RankFigures& f, size_t i, double* v) {
-        *v = static_cast<double>(i == 0 ? f.state_persistent_bytes : f.state_peak_transient_bytes);
-        return f.has_memory;
+      T::Gauge, [](const RankFigures& f) {
+        std::vector<std::pair<Labels, double>> out;
+        if (!f.has_memory) return out;
+        out.push_back({{{"kind", "persistent"}}, static_cast<double>(f.state_persistent_bytes)});
+        out.push_back(
+            {{{"kind", "peak_transient"}}, static_cast<double>(f.state_peak_transient_bytes)});
+        return out;
       });
   // Raw gather bytes equal the wire bytes: parameters travel uncompressed.
   fam.Multi("ringmaster_trainer_comm_bytes_total",
@@ -183,16 +169,16 @@ std::vector<MetricFamily> TrainerFamilies(const std::vector<LabeledFigures>& ran
                   {{{"op", "reduce"}, {"wire", "raw"}}, d(f.reduce_raw_bytes)},
                   {{{"op", "reduce"}, {"wire", "compressed"}}, d(f.reduce_wire_bytes)}};
             });
-  std::vector<std::string> names;
-  for (int i = 0; i < kNumCollectives; ++i) {
-    names.push_back(CollectiveName(static_cast<Collective>(i)));
-  }
-  fam.Labeled("ringmaster_trainer_comm_seconds_total",
-              "Time this rank spent inside collectives, by collective", T::Counter, "collective",
-              names, [](const RankFigures& f, size_t i, double* v) {
-                *v = f.comm_seconds[i];
-                return true;
-              });
+  fam.Multi("ringmaster_trainer_comm_seconds_total",
+            "Time this rank spent inside collectives, by collective", T::Counter,
+            [](const RankFigures& f) {
+              std::vector<std::pair<Labels, double>> out;
+              for (int i = 0; i < kNumCollectives; ++i) {
+                out.push_back({{{"collective", CollectiveName(static_cast<Collective>(i))}},
+                               f.comm_seconds[i]});
+              }
+              return out;
+            });
   fam.Scalar("ringmaster_trainer_collective_seq",
              "Number of the last collective this rank entered (1-based; equal numbers are the "
              "same collective on every rank)",
