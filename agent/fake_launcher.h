@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "agent/launcher.h"
@@ -46,6 +47,7 @@ class FakeLauncher final : public Launcher {
     return it == running_.end() ? std::nullopt : it->second;
   }
   void Forget(int pid) override { running_.erase(pid); }
+  bool IsStopped(int pid) override { return Running(pid) && stopped.count(pid) > 0; }
 
   // Test controls.
   void Exit(int pid, int code, std::string last_error_line = "") {
@@ -58,6 +60,7 @@ class FakeLauncher final : public Launcher {
   }
 
   std::vector<Started> started;
+  std::set<int> stopped;  // pids that IsStopped reports as stopped (SIGCONT does not clear it)
   std::vector<std::pair<int, int>> signals;  // (pid, signo)
   absl::Status fail_next_start;
   std::function<void(const Started&)> on_start;  // runs after a start is recorded

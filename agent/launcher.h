@@ -38,6 +38,8 @@ class Launcher {
   virtual std::optional<ProcessExit> Poll(int pid) = 0;
   // Forgets an ended process.
   virtual void Forget(int pid) = 0;
+  // True while a started process is stopped (SIGSTOP, a tracer): alive, but it cannot run.
+  virtual bool IsStopped(int pid) = 0;
 };
 
 }  // namespace ringmaster::agent

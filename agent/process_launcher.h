@@ -17,6 +17,10 @@ namespace ringmaster::agent {
 
 class RotatingLog;
 
+// True when /proc says process `pid` is stopped by a signal (SIGSTOP) or a tracer: alive, but
+// it cannot run. False when it runs, sleeps or does not exist.
+bool IsProcessStopped(int pid);
+
 struct ProcessLauncherOptions {
   size_t log_max_bytes = size_t{64} << 20;
   int log_keep = 3;
@@ -32,6 +36,7 @@ class ProcessLauncher final : public Launcher {
   absl::Status Signal(int pid, int signo) override;
   std::optional<ProcessExit> Poll(int pid) override;
   void Forget(int pid) override;
+  bool IsStopped(int pid) override { return IsProcessStopped(pid); }
 
  private:
   struct Child;
@@ -42,9 +47,5 @@ class ProcessLauncher final : public Launcher {
   absl::Mutex mu_;
   std::map<int, std::unique_ptr<Child>> children_ ABSL_GUARDED_BY(mu_);
 };
-
-// True when /proc says process `pid` is stopped by a signal (SIGSTOP) or a tracer: alive, but
-// it cannot run. False when it runs, sleeps or does not exist.
-bool IsProcessStopped(int pid);
 
 }  // namespace ringmaster::agent

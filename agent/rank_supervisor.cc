@@ -12,7 +12,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/path_policy.h"
-#include "agent/process_launcher.h"
 #include "common/file_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "trainer/job/job_spec.h"
@@ -261,7 +260,13 @@ void RankSupervisor::StopRank(Rank& rank, absl::Duration grace, absl::Time now) 
   rank.restart_pending = false;
   rank.stop_requested = true;
   if (Ended(rank) || rank.pid <= 0) return;
-  if (!rank.kill_at) (void)launcher_->Signal(rank.pid, SIGTERM);
+  if (!rank.kill_at) {
+    (void)launcher_->Signal(rank.pid, SIGTERM);
+    // A stopped process (SIGSTOP, a hang simulated or a debugger's break) keeps SIGTERM pending
+    // until it runs again, and would sit out the grace period to its SIGKILL. As systemd and
+    // the shell do, SIGCONT follows, so it checkpoints or exits now.
+    if (launcher_->IsStopped(rank.pid)) (void)launcher_->Signal(rank.pid, SIGCONT);
+  }
   const absl::Time at = now + grace;
   if (!rank.kill_at || at < *rank.kill_at) rank.kill_at = at;
 }
@@ -435,7 +440,7 @@ std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
       }
       if (!Ended(rank)) {
         AddTrace(rank.status_path, &rp);
-        rp.set_process_stopped(rank.pid > 0 && IsProcessStopped(rank.pid));
+        rp.set_process_stopped(rank.pid > 0 && launcher_->IsStopped(rank.pid));
       }
       if (!rank.start_error.empty()) {
         rp.set_last_error_line(rank.start_error);

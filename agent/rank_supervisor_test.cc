@@ -225,6 +225,24 @@ TEST_F(RankSupervisorTest, StopSendsTermThenKillAfterTheGracePeriod) {
   EXPECT_TRUE(sup_->Report(t_ + absl::Minutes(2)).empty());
 }
 
+// A stopped rank (SIGSTOP) would hold SIGTERM pending and sit out the grace period: it gets
+// SIGCONT right after SIGTERM, and only it. Its reports say it is stopped.
+TEST_F(RankSupervisorTest, StopContinuesAStoppedRankAfterSigterm) {
+  ASSERT_TRUE(sup_->Start(1, Cmd(0), t_).ok());
+  const int p0 = launcher_.started[0].pid, p1 = launcher_.started[1].pid;
+  launcher_.stopped.insert(p1);
+  std::vector<v1::RankProgress> rep = sup_->Report(t_);
+  ASSERT_EQ(rep.size(), 2u);
+  EXPECT_FALSE(rep[0].process_stopped());
+  EXPECT_TRUE(rep[1].process_stopped());
+  ASSERT_TRUE(sup_->Stop(Stop(0, 10), t_).ok());
+  EXPECT_THAT(launcher_.signals,
+              ElementsAre(Pair(p0, SIGTERM), Pair(p1, SIGTERM), Pair(p1, SIGCONT)));
+  // A second StopRanks sends nothing new.
+  ASSERT_TRUE(sup_->Stop(Stop(0, 10), t_ + absl::Seconds(1)).ok());
+  EXPECT_EQ(launcher_.signals.size(), 3u);
+}
+
 TEST_F(RankSupervisorTest, ReportsExitsWithTheLastErrorLine) {
   ASSERT_TRUE(sup_->Start(1, Cmd(0), t_).ok());
   launcher_.Exit(launcher_.started[0].pid, 3, "t ERROR p: data/train.tsv: not found");
