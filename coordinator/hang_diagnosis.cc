@@ -20,6 +20,7 @@ std::optional<StallDiagnosis> DiagnoseStall(const std::vector<RankTrace>& ranks,
     const RankTrace& t = ranks[static_cast<size_t>(r)];
     if (!t.has_trace || t.collective_seq < n || t.process_stopped) {
       d.missing.push_back(r);
+      if (t.has_trace && t.process_stopped) d.stopped.push_back(r);
     } else if (t.collective_seq == n && t.in_collective) {
       d.waiting.push_back(r);
       if (d.op.empty()) d.op = t.collective_op;

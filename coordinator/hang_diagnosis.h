@@ -54,6 +54,7 @@ struct StallDiagnosis {
   uint64_t seq = 0;          // the collective the waiting ranks are inside
   std::string op;            // its name
   std::vector<int> missing;  // ranks that have not entered it (sorted)
+  std::vector<int> stopped;  // those of `missing` whose process is stopped (sorted)
   std::vector<int> waiting;  // ranks inside it (sorted)
   absl::Duration waited;     // the longest wait among `waiting`
 };

@@ -12,6 +12,7 @@ namespace {
 
 using ::testing::DoubleNear;
 using ::testing::ElementsAre;
+using ::testing::IsEmpty;
 
 const absl::Time kNow = absl::FromUnixSeconds(1'700'000'000);
 
@@ -43,6 +44,7 @@ TEST(DiagnoseStall, NamesRanksThatHaveNotEnteredTheCollective) {
   EXPECT_EQ(d->seq, 1234u);
   EXPECT_EQ(d->op, "AllReduceSum");
   EXPECT_THAT(d->missing, ElementsAre(3));
+  EXPECT_THAT(d->stopped, IsEmpty());  // computing, not stopped
   EXPECT_THAT(d->waiting, ElementsAre(0, 1, 2));
   EXPECT_EQ(d->waited, absl::Seconds(12.3));
 }
@@ -72,6 +74,7 @@ TEST(DiagnoseStall, AStoppedRankInsideTheCollectiveIsTheOneMissing) {
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->seq, 50u);
   EXPECT_THAT(d->missing, ElementsAre(1));
+  EXPECT_THAT(d->stopped, ElementsAre(1));
   EXPECT_THAT(d->waiting, ElementsAre(0, 2));
   EXPECT_EQ(d->waited, absl::Seconds(20));
   // Not yet past the limit: nothing.

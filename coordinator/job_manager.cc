@@ -163,7 +163,7 @@ absl::Status JobManager::Join(const PlanNode& node, std::shared_ptr<AgentChannel
 
 absl::Status JobManager::Tick() {
   if (state_.phase() == JobPhase::kRunning) {
-    LogNewStall();
+    ObserveStall();
     return absl::OkStatus();
   }
   if (state_.phase() != JobPhase::kRendezvous || !rendezvous_) return absl::OkStatus();
@@ -204,6 +204,7 @@ absl::Status JobManager::Launch() {
   progressed_ = false;
   stragglers_.Reset(plan_->world_size);
   logged_stall_seq_ = 0;
+  held_up_.reset();
   // By node id: a linear search per node was quadratic at thousands of nodes.
   absl::flat_hash_map<std::string, Participant*> by_node;
   by_node.reserve(participants_.size());
@@ -268,6 +269,7 @@ void JobManager::ClearGeneration() {
   progressed_ = false;
   stragglers_.Reset(0);
   logged_stall_seq_ = 0;
+  held_up_.reset();
 }
 
 absl::Status JobManager::Finish(absl::Status transition) {
@@ -280,6 +282,11 @@ absl::Status JobManager::Finish(absl::Status transition) {
 
 absl::Status JobManager::HandleFailure(Failure failure, std::string_view skip_node) {
   const int64_t old_generation = generation();
+  if (failure.kind == FailureKind::kRankExited) {
+    if (std::string stall = StallAtFailure(); !stall.empty()) {
+      absl::StrAppend(&failure.detail, " [", stall, "]");
+    }
+  }
   const std::string detail = failure.detail;
   absl::StatusOr<FailureOutcome> outcome = state_.ReportFailure(old_generation, std::move(failure));
   if (!outcome.ok()) return outcome.status();
@@ -397,9 +404,33 @@ std::optional<StallDiagnosis> JobManager::Stall() const {
   return DiagnoseStall(traces, clock_.Now(), options_.stall_after);
 }
 
-void JobManager::LogNewStall() {
+std::string JobManager::StallAtFailure() const {
+  if (!held_up_) return "";
+  std::string out =
+      absl::StrCat("before the failure, rank(s) ", FormatRankList(held_up_->waiting),
+                   " waited inside collective #", held_up_->seq, " (", held_up_->op,
+                   ") that rank(s) ", FormatRankList(held_up_->missing), " had not entered");
+  if (!held_up_->stopped.empty()) {
+    absl::StrAppend(&out, "; rank(s) ", FormatRankList(held_up_->stopped), " stopped (SIGSTOP)");
+  }
+  return out;
+}
+
+void JobManager::ObserveStall() {
   std::optional<StallDiagnosis> stall = Stall();
-  if (!stall || stall->seq == logged_stall_seq_) return;
+  if (!stall) {
+    if (held_up_) {
+      const bool resolved =
+          std::all_of(held_up_->missing.begin(), held_up_->missing.end(), [&](int r) {
+            const RankTrace& t = ranks_[static_cast<size_t>(r)].trace;
+            return t.has_trace && !t.process_stopped && t.collective_seq >= held_up_->seq;
+          });
+      if (resolved) held_up_.reset();
+    }
+    return;
+  }
+  held_up_ = stall;
+  if (stall->seq == logged_stall_seq_) return;
   logged_stall_seq_ = stall->seq;
   LogWarning(absl::StrCat(
       "job ", id(), ": generation ", generation(), " stalled: rank(s) ",

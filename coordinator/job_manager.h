@@ -153,7 +153,14 @@ class JobManager {
   absl::Status Finish(absl::Status transition);  // after a terminal transition
   void StopParticipants(int64_t generation, std::string_view reason, std::string_view skip_node);
   void ClearGeneration();
-  void LogNewStall();  // a warning the first time a collective's stall is seen
+  // Each tick while Running: a warning the first time a collective's stall is seen, and
+  // held_up_ kept up to date.
+  void ObserveStall();
+  // When a rank's failure ends a generation: the stall that was still unresolved (its missing
+  // ranks never entered the collective), e.g. a frozen rank whose peers' collective timed out.
+  // A timeout names only the peer it gave up on; this names every rank that held the job up.
+  // Empty when there was none.
+  std::string StallAtFailure() const;
   Participant* FindParticipant(std::string_view node_id);
 
   JobRecord record_;
@@ -172,6 +179,9 @@ class JobManager {
   bool progressed_ = false;  // some rank of this generation has reported progress
   StragglerTracker stragglers_;
   uint64_t logged_stall_seq_ = 0;  // the collective of this generation whose stall was logged
+  // The newest stall of this generation, until its missing ranks enter the collective and run
+  // (the waiting ranks leaving it, e.g. by timing out, does not resolve it).
+  std::optional<StallDiagnosis> held_up_;
 
   // Where each rank of the newest started generation ran (survives ClearGeneration).
   std::vector<std::string> last_rank_nodes_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_replace.h"
+#include "coordinator/proto_convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,6 +19,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 constexpr char kJobTemplate[] = R"(name: sst2
 model:
@@ -262,6 +264,59 @@ TEST_F(JobManagerTest, RankFailureRestartsWithNextGeneration) {
   EXPECT_EQ(again.generation(), 1);
   EXPECT_EQ(again.common_env().at("TORCHELASTIC_RESTART_COUNT"), "1");
   EXPECT_EQ(again.common_env().at("RINGMASTER_GENERATION"), "1");
+}
+
+// A collective timeout names only the peer it gave up on; the failure recorded for the
+// restart also names, from the stall seen before it, the ranks that held the collective up and
+// which of them were stopped (issue #8: "a rank hung with SIGSTOP ... found by the collective
+// timeout and named"). A stall that resolved itself is not blamed for a later failure.
+TEST_F(JobManagerTest, RankFailureNamesTheRanksThatHeldTheCollectiveUp) {
+  std::unique_ptr<JobManager> job = Submit("2", 3);
+  Join(*job, "a");
+  Join(*job, "b");
+  ASSERT_EQ(job->phase(), JobPhase::kRunning);
+  auto traced = [&](int rank, uint64_t seq, bool inside, bool stopped) {
+    v1::RankProgress r = Report(*job, rank, v1::RANK_PROCESS_STATE_RUNNING);
+    r.set_has_trace(true);
+    r.set_collective_seq(seq);
+    r.set_collective_op("AllReduceSum");
+    r.set_in_collective(inside);
+    r.set_process_stopped(stopped);
+    SetTimestamp(clock_.Now(), r.mutable_collective_entered_at());
+    return r;
+  };
+  ASSERT_TRUE(job->OnRankReport("id-a", traced(0, 12, true, false)).ok());
+  ASSERT_TRUE(job->OnRankReport("id-b", traced(1, 11, false, true)).ok());
+  clock_.Advance(options_.stall_after + absl::Seconds(1));
+  ASSERT_TRUE(job->Tick().ok());
+  ASSERT_TRUE(job->Stall().has_value());
+  // Rank 0's collective times out: it leaves the collective, then exits.
+  ASSERT_TRUE(job->OnRankReport("id-a", traced(0, 12, false, false)).ok());
+  ASSERT_TRUE(job->Tick().ok());
+  EXPECT_FALSE(job->Stall().has_value());
+  Exit(*job, "a", 0, 1, "Gloo AllReduceSum #12 on rank 0 of 2 failed: Timed out");
+  EXPECT_EQ(job->phase(), JobPhase::kRendezvous);
+  const std::string error = job->Status().error();
+  EXPECT_THAT(error, HasSubstr("rank 0 on id-a exited with code 1: Gloo AllReduceSum #12"));
+  EXPECT_THAT(error, HasSubstr("[before the failure, rank(s) 0 waited inside collective #12 "
+                               "(AllReduceSum) that rank(s) 1 had not entered; rank(s) 1 "
+                               "stopped (SIGSTOP)]"));
+  EXPECT_THAT(Stored(*job).state.error, HasSubstr("rank(s) 1 stopped (SIGSTOP)"));
+
+  // Generation 1: a stall that resolves (rank 1 enters and runs) is forgotten.
+  Join(*job, "a");
+  Join(*job, "b");
+  ASSERT_EQ(job->phase(), JobPhase::kRunning);
+  ASSERT_TRUE(job->OnRankReport("id-a", traced(0, 3, true, false)).ok());
+  ASSERT_TRUE(job->OnRankReport("id-b", traced(1, 2, false, false)).ok());
+  clock_.Advance(options_.stall_after + absl::Seconds(1));
+  ASSERT_TRUE(job->Tick().ok());
+  ASSERT_TRUE(job->Stall().has_value());
+  ASSERT_TRUE(job->OnRankReport("id-b", traced(1, 3, true, false)).ok());
+  ASSERT_TRUE(job->Tick().ok());
+  Exit(*job, "b", 1, 1, "segfault later");
+  EXPECT_THAT(job->Status().error(), HasSubstr("segfault later"));
+  EXPECT_THAT(job->Status().error(), Not(HasSubstr("before the failure")));
 }
 
 TEST_F(JobManagerTest, ExitThreeBeforeFirstStepFailsWithoutRestart) {

@@ -1,6 +1,9 @@
 #include "trainer/comm/traced_communicator.h"
 
 #include <chrono>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 
 namespace ringmaster::trainer {
 
@@ -32,7 +35,12 @@ absl::Status TracedCommunicator::Trace(Collective op, Fn&& fn) {
   absl::Status s = fn();
   observer_->OnLeave(
       seq, op, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return s;
+  if (s.ok()) return s;
+  // The backend numbers operations per communicator from 0; the coordinator's stall diagnosis
+  // and `ringmaster status` use this rank-wide number. Say both, so that they can be matched.
+  return absl::Status(
+      s.code(), absl::StrCat("in collective #", seq, " (", CollectiveName(op),
+                             ", as `ringmaster status` numbers it): ", std::string(s.message())));
 }
 
 absl::Status TracedCommunicator::AllReduceSum(float* data, size_t n) {

@@ -46,7 +46,8 @@ TEST(TracedCommunicatorTest, NumbersCollectivesAcrossCommunicatorsSharingACounte
   EXPECT_EQ(y[1], 2);  // the inner communicator really ran
   absl::Status s = b.Barrier();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(s.message(), "Barrier #9: peer gone");
+  EXPECT_EQ(s.message(),
+            "in collective #3 (Barrier, as `ringmaster status` numbers it): Barrier #9: peer gone");
   ASSERT_TRUE(a.Broadcast(x, 2, 0).ok());
 
   const std::vector<std::pair<uint64_t, Collective>> want = {{1, Collective::kAllReduceSum},
