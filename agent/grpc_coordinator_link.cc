@@ -91,10 +91,9 @@ class GrpcHeartbeatStream final : public HeartbeatStream {
 
 }  // namespace
 
-GrpcCoordinatorLink::GrpcCoordinatorLink(
-    const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
-    std::string join_token)
-    : channel_(grpc::CreateChannel(target, credentials)), join_token_(std::move(join_token)) {}
+GrpcCoordinatorLink::GrpcCoordinatorLink(std::shared_ptr<grpc::Channel> channel,
+                                         std::string join_token)
+    : channel_(std::move(channel)), join_token_(std::move(join_token)) {}
 
 GrpcCoordinatorLink::~GrpcCoordinatorLink() = default;
 

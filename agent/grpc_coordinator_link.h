@@ -17,11 +17,9 @@ namespace ringmaster::agent {
 
 class GrpcCoordinatorLink final : public CoordinatorLink {
  public:
-  // `target`: HOST:PORT, reached with `credentials` (security::ChannelCredentialsFor). Every
-  // call carries `join_token` (none when empty).
-  GrpcCoordinatorLink(const std::string& target,
-                      const std::shared_ptr<grpc::ChannelCredentials>& credentials,
-                      std::string join_token);
+  // `channel`: to the coordinator (security::ControlPlaneChannel). Every call carries
+  // `join_token` (none when empty).
+  GrpcCoordinatorLink(std::shared_ptr<grpc::Channel> channel, std::string join_token);
   ~GrpcCoordinatorLink() override;
 
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request) override;

@@ -5,11 +5,13 @@
 //                    [--rack LABEL] [--address ADDR]... [--inventory-override GPUS]
 //                    [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]
 //                    [--metrics-listen HOST:PORT]
-//                    [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] | --insecure-loopback
-//                    [--join-token-file FILE]
+//                    [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]
+//                    | --insecure-loopback  [--join-token-file FILE]
 //
 // TLS to the coordinator by default: --tls-ca is the CA its certificate must chain to (default:
-// the system's roots), --tls-cert/--tls-key the agent's own for mutual TLS. --insecure-loopback:
+// the system's roots), --tls-cert/--tls-key the agent's own for mutual TLS, --tls-server-name
+// the name the coordinator's certificate carries when --coordinator names it otherwise (an
+// address, a load balancer). --insecure-loopback:
 // plaintext, only to a loopback --coordinator. The join token comes from --join-token-file, else
 // $RINGMASTER_JOIN_TOKEN, and is never passed on to trainers (docs/operations.md, Security).
 // --throughput: auto (default) runs the trainer's `probe` once and caches the figure in the work
@@ -59,7 +61,8 @@ constexpr char kUsage[] =
     "           [--inventory-override 'COUNTxNAME:sm_XY:MEM[,...]' | none]\n"
     "           [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]\n"
     "           [--metrics-listen HOST:PORT]\n"
-    "           [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] | --insecure-loopback\n"
+    "           [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]\n"
+    "           | --insecure-loopback\n"
     "           [--join-token-file FILE]   (default: $RINGMASTER_JOIN_TOKEN)\n"
     "           [--allowed-root DIR (repeatable)]\n";
 
@@ -82,10 +85,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> addresses;
   std::vector<std::string> allowed_roots;
   static const char* kKnown[] = {
-      "--coordinator", "--trainer",    "--work-dir",           "--name",
-      "--rack",        "--address",    "--inventory-override", "--log-max-bytes",
-      "--log-keep",    "--throughput", "--metrics-listen",     "--tls-ca",
-      "--tls-cert",    "--tls-key",    "--join-token-file",    "--allowed-root"};
+      "--coordinator",    "--trainer",    "--work-dir",           "--name",
+      "--rack",           "--address",    "--inventory-override", "--log-max-bytes",
+      "--log-keep",       "--throughput", "--metrics-listen",     "--tls-ca",
+      "--tls-cert",       "--tls-key",    "--join-token-file",    "--allowed-root",
+      "--tls-server-name"};
   bool insecure_loopback = false;
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
@@ -125,9 +129,10 @@ int main(int argc, char** argv) {
   tls.ca_file = flags["--tls-ca"];
   tls.cert_file = flags["--tls-cert"];
   tls.key_file = flags["--tls-key"];
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      ringmaster::security::ChannelCredentialsFor(flags["--coordinator"], tls, insecure_loopback);
-  if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
+  tls.server_name = flags["--tls-server-name"];
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      ringmaster::security::ControlPlaneChannel(flags["--coordinator"], tls, insecure_loopback);
+  if (!channel.ok()) return Fail(std::string(channel.status().message()));
   absl::StatusOr<std::optional<std::string>> join_token = ringmaster::security::ReadSecret(
       "join token", flags["--join-token-file"], "RINGMASTER_JOIN_TOKEN");
   if (!join_token.ok()) return Fail(std::string(join_token.status().message()));
@@ -213,8 +218,7 @@ int main(int argc, char** argv) {
     const char* v = std::getenv(name.c_str());
     return v ? std::optional<std::string>(v) : std::nullopt;
   });
-  ra::GrpcCoordinatorLink link(flags["--coordinator"], *credentials,
-                               join_token->value_or(std::string()));
+  ra::GrpcCoordinatorLink link(*std::move(channel), join_token->value_or(std::string()));
   ra::AgentOptions aopts;
   aopts.inventory = *inv;
   ra::Agent agent(aopts, &link, &ranks, [] { return absl::Now(); });

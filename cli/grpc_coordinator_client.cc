@@ -36,11 +36,10 @@ struct GrpcCoordinatorClient::Impl {
   }
 };
 
-GrpcCoordinatorClient::GrpcCoordinatorClient(
-    const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
-    std::string token, absl::Duration rpc_timeout)
+GrpcCoordinatorClient::GrpcCoordinatorClient(std::shared_ptr<grpc::Channel> channel,
+                                             std::string token, absl::Duration rpc_timeout)
     : impl_(std::make_unique<Impl>()) {
-  impl_->channel = grpc::CreateChannel(target, credentials);
+  impl_->channel = std::move(channel);
   impl_->token = std::move(token);
   impl_->stub = v1::Coordinator::NewStub(impl_->channel);
   impl_->timeout = rpc_timeout;

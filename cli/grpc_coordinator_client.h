@@ -17,12 +17,10 @@ namespace ringmaster::cli {
 
 class GrpcCoordinatorClient final : public CoordinatorClient {
  public:
-  // `target`: HOST:PORT, reached with `credentials` (security::ChannelCredentialsFor). Every
-  // call carries `token` (the submit token; none when empty). `rpc_timeout` bounds each unary
-  // call.
-  GrpcCoordinatorClient(const std::string& target,
-                        const std::shared_ptr<grpc::ChannelCredentials>& credentials,
-                        std::string token, absl::Duration rpc_timeout = absl::Seconds(15));
+  // `channel`: to the coordinator (security::ControlPlaneChannel). Every call carries `token`
+  // (the submit token; none when empty). `rpc_timeout` bounds each unary call.
+  GrpcCoordinatorClient(std::shared_ptr<grpc::Channel> channel, std::string token,
+                        absl::Duration rpc_timeout = absl::Seconds(15));
   ~GrpcCoordinatorClient() override;
 
   // Waits until the channel connects (or `timeout` passes).

@@ -199,13 +199,13 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
   int exit_code = 1;
   std::vector<int> agents;
   int coordinator = -1;
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      security::ChannelCredentialsFor(target, security::TlsOptions{}, /*insecure_loopback=*/true);
-  if (!credentials.ok()) {
-    Say(io, std::string(credentials.status().message()));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      security::ControlPlaneChannel(target, security::TlsOptions{}, /*insecure_loopback=*/true);
+  if (!channel.ok()) {
+    Say(io, std::string(channel.status().message()));
     return 1;
   }
-  GrpcCoordinatorClient client(target, *credentials, /*token=*/"");
+  GrpcCoordinatorClient client(*std::move(channel), /*token=*/"");
   std::string job_id;
   auto shutdown = [&] {
     if (!job_id.empty()) {

@@ -56,6 +56,9 @@ constexpr char kUsage[] =
     "                       default: the system's roots)\n"
     "  --tls-cert FILE --tls-key FILE   client certificate for mutual TLS\n"
     "                       ($RINGMASTER_TLS_CERT, $RINGMASTER_TLS_KEY)\n"
+    "  --tls-server-name NAME   the name in the coordinator's certificate, when --coordinator\n"
+    "                       reaches it by another name or an address\n"
+    "                       ($RINGMASTER_TLS_SERVER_NAME)\n"
     "  --token-file FILE    the submit token ($RINGMASTER_TOKEN_FILE, or the token itself in\n"
     "                       $RINGMASTER_TOKEN)\n"
     "  --insecure-loopback  plaintext, only to a loopback coordinator\n"
@@ -103,14 +106,14 @@ int main(int argc, char** argv) {
   tls.ca_file = EnvOr("RINGMASTER_TLS_CA", "");
   tls.cert_file = EnvOr("RINGMASTER_TLS_CERT", "");
   tls.key_file = EnvOr("RINGMASTER_TLS_KEY", "");
+  tls.server_name = EnvOr("RINGMASTER_TLS_SERVER_NAME", "");
   bool insecure_loopback = EnvOr("RINGMASTER_INSECURE_LOOPBACK", "0") == "1";
   std::string token_file = EnvOr("RINGMASTER_TOKEN_FILE", "");
   // Global flags come before the command: "--flag VALUE" or "--flag=VALUE".
-  const std::map<std::string, std::string*> global_valued = {{"--coordinator", &coordinator},
-                                                             {"--tls-ca", &tls.ca_file},
-                                                             {"--tls-cert", &tls.cert_file},
-                                                             {"--tls-key", &tls.key_file},
-                                                             {"--token-file", &token_file}};
+  const std::map<std::string, std::string*> global_valued = {
+      {"--coordinator", &coordinator},         {"--tls-ca", &tls.ca_file},
+      {"--tls-cert", &tls.cert_file},          {"--tls-key", &tls.key_file},
+      {"--tls-server-name", &tls.server_name}, {"--token-file", &token_file}};
   size_t i = 0;
   while (i < args.size() && args[i].rfind("--", 0) == 0) {
     if (args[i] == "--help") {
@@ -213,10 +216,10 @@ int main(int argc, char** argv) {
     return rc::RunLocal(o, io);
   }
 
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      ringmaster::security::ChannelCredentialsFor(coordinator, tls, insecure_loopback);
-  if (!credentials.ok()) {
-    std::fprintf(stderr, "ringmaster: %s\n", std::string(credentials.status().message()).c_str());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      ringmaster::security::ControlPlaneChannel(coordinator, tls, insecure_loopback);
+  if (!channel.ok()) {
+    std::fprintf(stderr, "ringmaster: %s\n", std::string(channel.status().message()).c_str());
     return 2;
   }
   absl::StatusOr<std::optional<std::string>> token =
@@ -225,7 +228,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ringmaster: %s\n", std::string(token.status().message()).c_str());
     return 2;
   }
-  rc::GrpcCoordinatorClient client(coordinator, *credentials, token->value_or(std::string()));
+  rc::GrpcCoordinatorClient client(*std::move(channel), token->value_or(std::string()));
   if (cmd == "submit") {
     if (pos.size() != 1) return Usage("submit needs one JOB.yaml");
     return rc::CmdSubmit(client, pos[0], has("--follow"), io);

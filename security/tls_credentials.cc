@@ -97,6 +97,17 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
   return grpc::SslCredentials(opts);
 }
 
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ControlPlaneChannel(const std::string& target,
+                                                                   const TlsOptions& tls,
+                                                                   bool insecure_loopback) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFor(target, tls, insecure_loopback);
+  if (!credentials.ok()) return credentials.status();
+  grpc::ChannelArguments args;
+  if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
+  return grpc::CreateCustomChannel(target, *credentials, args);
+}
+
 std::string DescribeServerTransport(const TlsOptions& tls, bool insecure_loopback) {
   if (insecure_loopback) return "plaintext (loopback only)";
   return tls.ca_file.empty() ? "TLS" : "mutual TLS";

@@ -2,6 +2,7 @@
 // server is given a client CA, and plaintext only where explicitly allowed on loopback.
 #pragma once
 
+#include <grpcpp/channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 
@@ -18,8 +19,13 @@ struct TlsOptions {
   // Server: CA that client certificates must chain to (given: mutual TLS, a certificate is
   // required). Client: CA the server's certificate must chain to (empty: the system's roots).
   std::string ca_file;
+  // Client: the name the server's certificate must carry when it differs from the host in the
+  // target (an address, or a name the certificate does not list). Empty: the target's host.
+  std::string server_name;
 
-  bool empty() const { return cert_file.empty() && key_file.empty() && ca_file.empty(); }
+  bool empty() const {
+    return cert_file.empty() && key_file.empty() && ca_file.empty() && server_name.empty();
+  }
 };
 
 // The coordinator's listening credentials. TLS needs cert_file and key_file. Plaintext only with
@@ -32,6 +38,12 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
 // or neither); plaintext only with `insecure_loopback`, no TLS file, and a loopback target.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
     const std::string& target, const TlsOptions& tls, bool insecure_loopback);
+
+// A client's channel to the coordinator at `target`: ChannelCredentialsFor's credentials, and
+// tls.server_name as the name to verify the server's certificate against. Connects lazily.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ControlPlaneChannel(const std::string& target,
+                                                                   const TlsOptions& tls,
+                                                                   bool insecure_loopback);
 
 // A short description for log lines: "mutual TLS", "TLS" or "plaintext (loopback only)".
 std::string DescribeServerTransport(const TlsOptions& tls, bool insecure_loopback);

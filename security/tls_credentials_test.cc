@@ -22,6 +22,20 @@ TEST(TlsCredentialsTest, PlaintextOnlyOnLoopbackAndOnlyWhenAsked) {
   EXPECT_TRUE(ChannelCredentialsFor("10.0.0.1:7070", {}, false).ok());
 }
 
+// --tls-server-name is a TLS setting: with plaintext it is refused, not ignored.
+TEST(TlsCredentialsTest, ChannelWithAServerNameNeedsTls) {
+  TlsOptions tls;
+  tls.server_name = "coordinator.ringmaster.test";
+  EXPECT_TRUE(ControlPlaneChannel("127.0.0.1:7070", tls, false).ok());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> c =
+      ControlPlaneChannel("127.0.0.1:7070", tls, true);
+  EXPECT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("--insecure-loopback turns TLS off"), std::string_view::npos)
+      << c.status();
+  EXPECT_TRUE(ControlPlaneChannel("127.0.0.1:7070", {}, true).ok());
+  EXPECT_FALSE(ControlPlaneChannel("10.0.0.1:7070", {}, true).ok());
+}
+
 TEST(TlsCredentialsTest, ErrorsNameTheFile) {
   TlsOptions tls;
   tls.cert_file = "/nonexistent/server.crt";

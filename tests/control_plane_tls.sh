@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # ctest-labels: integration;serial;faults
 # The control plane over mutual TLS with a join token and a submit token (issue #8,
-# docs/operations.md "Security"). A CA, a server certificate (SAN IP:127.0.0.1) and a client
-# certificate are made with openssl. Refused, each with a clear message: a plaintext coordinator
-# on a non-loopback address, one with neither TLS nor --insecure-loopback, an agent with a wrong
-# join token (logged on the coordinator with the agent's address; the node never Ready), an agent
-# without a client certificate, an agent trusting another CA, a CLI submit without or with a
-# wrong token, plaintext to the TLS coordinator. Then a job submitted with the right token over
-# TLS runs to Succeeded on the one good agent. No token value appears in any log.
+# docs/operations.md "Security"). A CA, a server certificate (SAN IP:127.0.0.1 and DNS:
+# coordinator.ringmaster.test) and a client certificate are made with openssl. Refused, each with
+# a clear message: a plaintext coordinator on a non-loopback address, one with neither TLS nor
+# --insecure-loopback, an agent with a wrong join token (logged on the coordinator with the
+# agent's address; the node never Ready), an agent without a client certificate, an agent
+# trusting another CA, a CLI submit without or with a wrong token, plaintext to the TLS
+# coordinator, a CLI reaching it as "localhost" (a name its certificate lacks) unless
+# --tls-server-name names one it has (an agent so too). Then a job submitted with the right
+# token over TLS runs to Succeeded. No token value appears in any log.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 T=${TRAINER:?}
@@ -44,6 +46,22 @@ start_agent good --address 127.0.0.1 --throughput off
 ready() { "$CP_CLI" nodes | grep -q "^$1 .*Ready"; }
 wait_until 30 "agent good Ready" ready good || fail "the good agent did not register"
 echo "agent good: Ready over mutual TLS"
+
+# ---- a coordinator reached by a name its certificate does not carry: refused, unless
+# --tls-server-name says which name to verify (the certificate lists coordinator.ringmaster.test)
+if "$CP_CLI" --coordinator "localhost:$CP_PORT" nodes >"$work/name.out" 2>"$work/name.err"; then
+  fail "the CLI accepted a certificate without the name localhost"
+fi
+RINGMASTER_TLS_SERVER_NAME=coordinator.ringmaster.test "$CP_CLI" --coordinator "localhost:$CP_PORT" \
+  nodes | grep -q "^good " || fail "the CLI with --tls-server-name did not reach the coordinator"
+"$CP_CLI" --coordinator "localhost:$CP_PORT" --tls-server-name wrong.ringmaster.test nodes \
+  >/dev/null 2>&1 && fail "the CLI accepted a certificate without the name it was told"
+"$CP_AGENT" --coordinator "localhost:$CP_PORT" --trainer "$T" --work-dir "$work/named" --name named \
+  --inventory-override none --throughput off --tls-server-name coordinator.ringmaster.test \
+  "${CP_AGENT_SECURITY[@]}" >>"$work/named.log" 2>&1 &
+AGENT_PID[named]=$!
+wait_until 30 "agent named Ready" ready named || fail "the agent with --tls-server-name did not register"
+echo "server name: localhost refused; --tls-server-name coordinator.ringmaster.test accepted (CLI, agent)"
 
 # ---- refused agents: a wrong join token, no client certificate, another CA
 echo "not-the-join-token" >"$work/wrong.token"
