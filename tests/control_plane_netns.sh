@@ -9,7 +9,6 @@
 # Needs root and iproute2 (CI runs as root); skips otherwise.
 set -euo pipefail
 T=${TRAINER:?}
-PY=${RINGMASTER_PYTHON:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
 if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null; then
   echo "SKIP: needs root and iproute2 for network namespaces"
@@ -17,6 +16,8 @@ if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null; then
 fi
 # shellcheck source=lib/cluster.sh
 source "$here/lib/cluster.sh"
+# shellcheck source=lib/resume_job.sh
+source "$here/lib/resume_job.sh"
 work=$(mktemp -d)
 CP_WORK=$work
 P=rmt$$  # namespace and link names: unique per run
@@ -75,23 +76,9 @@ CP_COORD=$work/coordinator
 
 "$T" gen-data --out "$work/data" --train 400 --dev 40 --seed 21 >/dev/null
 steps=48
-job() {  # $1 = output dir
-  cat >"$work/$1.yaml" <<YAML
-name: netns-cut
-model:
-  config: {hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 2, intermediate_size: 128,
-           max_position_embeddings: 64, hidden_dropout_prob: 0.0, attention_probs_dropout_prob: 0.0}
-  vocab: data/vocab.txt
-data: {train: data/train.tsv, eval: data/dev.tsv, max_seq_len: 48, shuffle: true}
-train: {epochs: 2, max_steps: $steps, global_batch_size: 24, micro_batch_size: 8, lr: 2.0e-3,
-        warmup_steps: 2, seed: 17, max_grad_norm: 0.5}
-output: {dir: $1, checkpoint_every_steps: 4, keep_checkpoints: 100}
-distributed: {sharding: full_shard, nodes: "2:3", procs_per_node: 1}
-restart: {max_restarts: 3}
-YAML
-  echo "$work/$1.yaml"
-}
-"$T" train --config "$(job ref)" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; exit 1; }
+RJ_NAME=netns-cut RJ_STEPS=$steps RJ_SHARDING=full_shard RJ_NODES=2:3 RJ_RESTARTS=3
+RJ_SEED=17 RJ_BATCH=24 RJ_EPOCHS=2
+resume_reference
 
 export RINGMASTER_SLOWDOWN=20 RINGMASTER_COLLECTIVE_TIMEOUT_S=15 OMP_NUM_THREADS=1
 start_coordinator --lost-after 3s --last-call 2s
@@ -100,13 +87,11 @@ for i in 0 1 2; do
   CP_AGENT=$work/agent$i
   start_agent "a$i" --address "$subnet.$((10 + i))" --throughput off
 done
-three_ready() { [[ $("$CP_CLI" nodes | grep -c Ready) -eq 3 ]]; }
-wait_until 30 "three ready agents" three_ready
+wait_until 30 "three ready agents" ready_nodes 3
 "$CP_CLI" nodes
-id=$("$CP_CLI" submit "$(job out)")
+id=$("$CP_CLI" submit "$(resume_job out)")
 on_fail() { echo "FAIL: $*"; cluster_logs; exit 1; }
 committed() { committed_step "$work/out"; }
-committed_at_least() { (($(committed) >= $1)); }
 running_with() {  # generation >= $1 running with $2 ranks
   local st
   st=$("$CP_CLI" status "$id")
@@ -115,43 +100,25 @@ running_with() {  # generation >= $1 running with $2 ranks
     $(sed -n 's/^world: *\([0-9]*\) rank.*/\1/p' <<<"$st") == "$2" ]]
 }
 wait_until 60 "generation 0 running on 3 nodes" running_with 0 3 || on_fail "did not start on 3 nodes"
-wait_until 120 "a checkpoint at step 8" committed_at_least 8 || on_fail "no progress"
+wait_until 120 "a checkpoint at step 8" committed_at_least "$work/out" 8 || on_fail "no progress"
 c=$(committed)
 ip -n "${P}br" link set "${P}ba2" down  # a2's cable is pulled
 echo "cut a2's link (committed: step $c)"
 t_cut=$SECONDS
-fail=0
 wait_until 120 "a generation on the 2 remaining nodes" running_with 1 2 ||
   on_fail "no restart on the remaining nodes"
 echo "restarted on 2 nodes $((SECONDS - t_cut)) s after the cut"
 gen=$(job_field "$id" generation)
-resumed() { grep -qs "resumed from" "$work"/a*/jobs/"$id"/gen-"$gen"/rank-0.log; }
-wait_until 90 "generation $gen to resume" resumed || on_fail "no resume"
-k=$(sed -n 's/.*resumed from .* (step \([0-9]*\),.*/\1/p' "$work"/a*/jobs/"$id"/gen-"$gen"/rank-0.log | head -1)
-if ((k >= c)); then
-  echo "ok   resumed from step $k (newest committed before the cut: $c)"
-else
-  echo "FAIL resumed from step $k, older than committed step $c"; fail=1
-fi
-wait_until 300 "the job to end" bash -c "'$CP_CLI' status $id | grep -Eq '^phase: +(Succeeded|Failed|Cancelled)'" ||
+check_resumed "$id" "$gen" "$c" 90
+wait_until 300 "the job to end" job_ended "$id" ||
   on_fail "the job did not end"
 "$CP_CLI" status "$id"
 [[ $(job_field "$id" phase) == Succeeded ]] || on_fail "job did not succeed"
 if "$CP_CLI" nodes | grep '^a2 ' | grep -q Lost; then
   echo "ok   a2 is Lost"
 else
-  echo "FAIL a2 is not shown Lost"; "$CP_CLI" nodes; fail=1
+  echo "FAIL a2 is not shown Lost"; "$CP_CLI" nodes; RJ_FAIL=1
 fi
-if out=$("$PY" "$here/lib/compare_losses.py" "$work/out/metrics.jsonl" "$work/ref/metrics.jsonl" "$steps"); then
-  echo "ok   losses vs uninterrupted run: $out"
-else
-  echo "FAIL losses vs uninterrupted run: $out"; fail=1
-fi
-if out=$("$PY" "$here/lib/compare_weights.py" "$work/out/final/model.safetensors" \
-  "$work/ref/final/model.safetensors" 5e-5 1e-4); then
-  echo "ok   final weights vs uninterrupted run: $out"
-else
-  echo "FAIL final weights vs uninterrupted run: $out"; fail=1
-fi
-((fail == 0)) || cluster_logs
-exit $fail
+compare_with_reference
+((RJ_FAIL == 0)) || cluster_logs
+exit $RJ_FAIL

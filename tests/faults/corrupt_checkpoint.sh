@@ -12,54 +12,31 @@
 #    tests/control_plane_kill.sh: fp32 summation order at world sizes 2 and 1).
 set -euo pipefail
 T=${TRAINER:?}
-PY=${RINGMASTER_PYTHON:-python3}
 here=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=../lib/cluster.sh
 source "$here/lib/cluster.sh"
+# shellcheck source=../lib/resume_job.sh
+source "$here/lib/resume_job.sh"
 work=$(mktemp -d)
 pids=""
 trap 'kill -CONT $pids 2>/dev/null || true; cluster_stop; rm -rf "$work"' EXIT
 cluster_init "$work"
 "$T" gen-data --out "$work/data" --train 400 --dev 40 --seed 5 >/dev/null
-
-steps=32
-job() {  # $1 = output dir
-  cat >"$work/$1.yaml" <<YAML
-name: corrupt-checkpoint
-model:
-  config: {hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 2, intermediate_size: 128,
-           max_position_embeddings: 64, hidden_dropout_prob: 0.0, attention_probs_dropout_prob: 0.0}
-  vocab: data/vocab.txt
-data: {train: data/train.tsv, eval: data/dev.tsv, max_seq_len: 48, shuffle: true}
-train: {epochs: 3, max_steps: $steps, global_batch_size: 16, micro_batch_size: 8, lr: 2.0e-3,
-        warmup_steps: 2, seed: 11, max_grad_norm: 0.5}
-output: {dir: $1, checkpoint_every_steps: 4, keep_checkpoints: 100}
-distributed: {sharding: full_shard, nodes: "2:2", procs_per_node: 1}
-restart: {max_restarts: 3}
-YAML
-  echo "$work/$1.yaml"
-}
-"$T" train --config "$(job ref)" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; exit 1; }
+RJ_NAME=corrupt-checkpoint RJ_STEPS=32 RJ_SHARDING=full_shard RJ_NODES=2:2 RJ_RESTARTS=3
+resume_reference
 
 export RINGMASTER_SLOWDOWN=20 RINGMASTER_COLLECTIVE_TIMEOUT_S=30 OMP_NUM_THREADS=1
 start_coordinator --lost-after 10s --last-call 1s
 start_agent a0 --throughput off
 start_agent a1 --throughput off
-two_ready() { [[ $("$CP_CLI" nodes | grep -c Ready) -eq 2 ]]; }
-wait_until 30 "two ready agents" two_ready
-id=$("$CP_CLI" submit "$(job out)")
+wait_until 30 "two ready agents" ready_nodes 2
+id=$("$CP_CLI" submit "$(resume_job out)")
 echo "job $id"
-fail=0
 on_fail() { echo "FAIL: $*"; "$CP_CLI" status "${id:-}" || true; cluster_logs; exit 1; }
-committed_at_least() { (($(committed_step "$work/out") >= $1)); }
-wait_until 120 "a checkpoint at step 12" committed_at_least 12 || on_fail "no progress"
+wait_until 120 "a checkpoint at step 12" committed_at_least "$work/out" 12 || on_fail "no progress"
 
-rank0="" rank1=""
-for p in $(pgrep -f "ringmaster-trainer train --config $work/a.*/jobs/$id/gen-0/" || true); do
-  env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null || true)
-  grep -qx 'RANK=0' <<<"$env" && rank0=$p
-  grep -qx 'RANK=1' <<<"$env" && rank1=$p
-done
+rank0=$(rank_pid "$id" 0 0)
+rank1=$(rank_pid "$id" 0 1)
 [[ -n $rank0 && -n $rank1 ]] || on_fail "no processes of ranks 0 and 1"
 pids="$rank0 $rank1"
 kill -STOP $pids
@@ -82,38 +59,27 @@ wait_until 60 "generation 1 running" restarted_running || on_fail "no restart af
 wait_until 60 "generation 1 to resume" bash -c "grep -qs 'resumed from' $work/a*/jobs/$id/gen-1/rank-0.log" ||
   on_fail "generation 1 did not resume from a checkpoint"
 log0=$(ls "$work"/a*/jobs/"$id"/gen-1/rank-0.log)
-k=$(sed -n 's/.*resumed from .* (step \([0-9]*\),.*/\1/p' "$log0" | head -1)
+k=$(resumed_step "$id" 1)
 if [[ $k == "$previous" ]]; then
   echo "ok   generation 1 resumed from step $k, the checkpoint before the damaged one"
 else
-  echo "FAIL generation 1 resumed from step $k, expected $previous"; fail=1
+  echo "FAIL generation 1 resumed from step $k, expected $previous"; RJ_FAIL=1
 fi
 skip=$(grep -h 'skipping damaged checkpoint' "$work"/a*/jobs/"$id"/gen-1/rank-*.log || true)
 echo "     $skip" | head -2
 grep -q "shard-00001-of-00002.safetensors.*corrupted" <<<"$skip" ||
-  { echo "FAIL: no rank says that rank 1's shard of step $newest is corrupted"; fail=1; }
+  { echo "FAIL: no rank says that rank 1's shard of step $newest is corrupted"; RJ_FAIL=1; }
 grep -q "skipping damaged checkpoint: .*unreadable on another rank" "$log0" ||
   grep -q "shard-00001-of-00002.safetensors.*corrupted" "$log0" ||
-  { echo "FAIL: rank 0 did not skip the damaged checkpoint with its peer"; fail=1; }
+  { echo "FAIL: rank 0 did not skip the damaged checkpoint with its peer"; RJ_FAIL=1; }
 
-ended() { [[ $(job_field "$id" phase) =~ Succeeded|Failed|Cancelled ]]; }
-wait_until 300 "the job to end" ended || on_fail "the job did not end"
+wait_until 300 "the job to end" job_ended "$id" || on_fail "the job did not end"
 "$CP_CLI" status "$id"
 [[ $(job_field "$id" phase) == Succeeded ]] || on_fail "job did not succeed"
-[[ $(job_field "$id" restarts) == 1/3 ]] || { echo "FAIL: restarts $(job_field "$id" restarts), expected 1/3"; fail=1; }
+[[ $(job_field "$id" restarts) == 1/3 ]] || { echo "FAIL: restarts $(job_field "$id" restarts), expected 1/3"; RJ_FAIL=1; }
 # The damaged checkpoint was replaced when the run reached its step again.
 [[ -f $dir/manifest.json && -f $shard && $(sha256sum <"$shard") != "$damaged_sum" ]] ||
-  { echo "FAIL: step $newest was not checkpointed again"; fail=1; }
-if out=$("$PY" "$here/lib/compare_losses.py" "$work/out/metrics.jsonl" "$work/ref/metrics.jsonl" "$steps"); then
-  echo "ok   losses vs uninterrupted run: $out"
-else
-  echo "FAIL losses vs uninterrupted run: $out"; fail=1
-fi
-if out=$("$PY" "$here/lib/compare_weights.py" "$work/out/final/model.safetensors" \
-  "$work/ref/final/model.safetensors" 5e-5 1e-4); then
-  echo "ok   final weights vs uninterrupted run: $out"
-else
-  echo "FAIL final weights vs uninterrupted run: $out"; fail=1
-fi
-((fail == 0)) || cluster_logs
-exit $fail
+  { echo "FAIL: step $newest was not checkpointed again"; RJ_FAIL=1; }
+compare_with_reference
+((RJ_FAIL == 0)) || cluster_logs
+exit $RJ_FAIL

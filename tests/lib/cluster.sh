@@ -2,8 +2,9 @@
 #
 #   cluster_init WORKDIR          binaries from $RINGMASTER_BINARY_DIR; picks a free port;
 #                                 plaintext on loopback (--insecure-loopback everywhere)
-#   cluster_tls [IP...]           instead: mutual TLS (a CA, a server certificate for 127.0.0.1
-#                                 and the IPs, a client certificate, under $CP_WORK/tls) plus a
+#   cluster_tls [IP...]           instead: mutual TLS (a CA, a server certificate for 127.0.0.1,
+#                                 the IPs and the name coordinator.ringmaster.test, a client
+#                                 certificate, under $CP_WORK/tls) plus a
 #                                 join and a submit token; the CLI gets them through the env
 #   start_coordinator [FLAGS...]  (re)starts the coordinator on $CP_PORT with $CP_WORK/coord.db
 #   start_agent NAME [FLAGS...]   starts agent NAME (work dir $CP_WORK/NAME); env via `env` before
@@ -11,6 +12,9 @@
 #   wait_until SECONDS WHAT CMD...  polls CMD (every 0.1 s) until it succeeds; fails naming WHAT
 #   cluster_stop                  kills everything started here (also on EXIT)
 #   committed_step DIR            newest checkpoint step with a manifest under DIR/checkpoints, or 0
+#   committed_at_least DIR N      succeeds when committed_step DIR >= N
+#   ready_nodes N                 succeeds when at least N nodes are Ready
+#   job_ended JOB                 succeeds when JOB is Succeeded, Failed or Cancelled
 # PIDs: $COORD_PID, AGENT_PID[NAME]. Security flags: CP_COORD_SECURITY, CP_AGENT_SECURITY (arrays).
 declare -A AGENT_PID
 
@@ -52,7 +56,7 @@ make_ca() {
 
 cluster_tls() {
   command -v openssl >/dev/null || { echo "SKIP: needs openssl"; exit 77; }
-  local d=$CP_WORK/tls ip san="IP:127.0.0.1"
+  local d=$CP_WORK/tls ip san="IP:127.0.0.1,DNS:coordinator.ringmaster.test"
   for ip in "$@"; do san+=",IP:$ip"; done
   make_ca "$d"
   make_cert "$d" server ringmaster-coordinator "subjectAltName=$san
@@ -128,4 +132,16 @@ committed_step() {
     s=$((10#${m##*step-}))
   done
   echo "$s"
+}
+
+ready_nodes() {
+  (($("$CP_CLI" nodes | grep -c Ready) >= $1))
+}
+
+job_ended() {
+  [[ $(job_field "$1" phase) =~ Succeeded|Failed|Cancelled ]]
+}
+
+committed_at_least() {
+  (($(committed_step "$1") >= $2))
 }
