@@ -306,6 +306,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
   }
   int fd = -1;
   std::string last_error = "no address";
+  bool in_use = false;
   for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
     fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
@@ -318,6 +319,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
       ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
     }
     if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+      in_use = in_use || errno == EADDRINUSE;
       last_error = Errno(errno);
       ::close(fd);
       fd = -1;
@@ -325,7 +327,8 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
   }
   ::freeaddrinfo(res);
   if (fd < 0) {
-    return absl::UnavailableError(
+    return absl::Status(
+        in_use ? absl::StatusCode::kAlreadyExists : absl::StatusCode::kUnavailable,
         absl::StrCat("TcpStore server: cannot listen on ", where, ": ", last_error));
   }
   sockaddr_storage addr{};
@@ -623,8 +626,29 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(const std::string& ho
   std::unique_ptr<TcpStoreServer> server;
   std::string connect_host = h;
   if (is_server) {
+    // A port in use is often about to be freed: the previous generation's rank 0, still
+    // checkpointing after SIGTERM, holds MASTER_PORT while the next one starts (its agent was
+    // restarted and does not know the old process). Retry until connect_timeout.
+    const absl::Time deadline = absl::Now() + connect_timeout;
+    absl::Duration backoff = absl::Milliseconds(50);
     auto started = TcpStoreServer::Start(h, port, session);
-    if (!started.ok()) return started.status();
+    bool waited = false;
+    while (absl::IsAlreadyExists(started.status()) && absl::Now() + backoff < deadline) {
+      if (!waited) {
+        LogWarning(absl::StrCat(started.status().message(), "; retrying for up to ",
+                                absl::FormatDuration(connect_timeout)));
+        waited = true;
+      }
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(1));
+      started = TcpStoreServer::Start(h, port, session);
+    }
+    if (!started.ok()) {
+      if (!waited) return started.status();
+      return absl::Status(started.status().code(),
+                          absl::StrCat(started.status().message(), " (still, after waiting ",
+                                       absl::FormatDuration(connect_timeout), ")"));
+    }
     server = std::move(*started);
     port = server->port();
     // A wildcard bind is reached through loopback from this process.

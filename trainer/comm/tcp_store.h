@@ -52,9 +52,10 @@ class TcpStore : public Store {
 
   // With `is_server`, binds `host`:`port` (port 0 picks a free one; "" binds every interface),
   // serves in background threads until destruction, and connects this store's own client to
-  // it. Otherwise connects to a server at `host`:`port`, retrying with bounded backoff until
-  // `connect_timeout` (DeadlineExceeded naming host:port when none appears) for a server of
-  // the same `session`.
+  // it; a port in use is retried with bounded backoff until `connect_timeout` (AlreadyExists
+  // naming host:port when it stays in use). Otherwise connects to a server at `host`:`port`,
+  // retrying with bounded backoff until `connect_timeout` (DeadlineExceeded naming host:port when
+  // none appears) for a server of the same `session`.
   static absl::StatusOr<std::unique_ptr<TcpStore>> Create(const std::string& host, int port,
                                                           bool is_server,
                                                           absl::Duration connect_timeout,

@@ -283,6 +283,31 @@ TEST(TcpStoreTest, ClientOfANewSessionIsTurnedAwayByAStaleServerUntilTheRightOne
   EXPECT_EQ((*client)->Get("addr/0", kLong).value_or("?"), "x");
 }
 
+// The next generation's rank 0 may start while the previous one still holds MASTER_PORT (an
+// agent restarted after a crash does not know the old process): the server retries the bind
+// until its timeout, and says so when the port stays taken.
+TEST(TcpStoreTest, ServerWaitsForAPortStillInUse) {
+  auto old = TcpStore::Create("127.0.0.1", 0, /*is_server=*/true, kLong, "job-1/gen0");
+  ASSERT_TRUE(old.ok()) << old.status();
+  const int port = (*old)->port();
+
+  auto busy = TcpStore::Create("127.0.0.1", port, true, absl::Milliseconds(400), "job-1/gen1");
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.status().code(), absl::StatusCode::kAlreadyExists) << busy.status();
+  EXPECT_TRUE(
+      absl::StrContains(busy.status().message(), absl::StrCat("cannot listen on 127.0.0.1:", port)))
+      << busy.status();
+  EXPECT_TRUE(absl::StrContains(busy.status().message(), "still, after waiting 400ms"))
+      << busy.status();
+
+  absl::StatusOr<std::unique_ptr<TcpStore>> fresh = absl::UnknownError("not run");
+  std::thread t([&] { fresh = TcpStore::Create("127.0.0.1", port, true, kLong, "job-1/gen1"); });
+  old->reset();  // the old rank 0 exits
+  t.join();
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ((*fresh)->port(), port);
+}
+
 TEST(TcpStoreTest, LostServerIsUnavailable) {
   auto server = MakeServer();
   ASSERT_NE(server, nullptr);
