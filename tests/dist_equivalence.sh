@@ -62,4 +62,21 @@ for spec in "2 1,3" "4 1,2,3,2"; do
   wait_ranks || { echo "FAIL: $name: a rank failed"; tail -5 "$work/$name"-*.log; fail=1; continue; }
   same_as_ref "$name" "$name (weights $weights)"
 done
+# Each rank tokenises only its share of the rows it trains on (10 steps: the 200 rows of epoch
+# 1, then 24 more), plus the few micro-batches its prefetcher built past the last step; never
+# the whole file.
+if out=$("$PY" - "$work/no_shard_w4/ranks" <<'PY'
+import glob, json, sys
+stats = [json.load(open(f)) for f in sorted(glob.glob(sys.argv[1] + "/rank-*.json"))]
+enc = [s["encoded_train_rows"] for s in stats]
+rows = stats[0]["train_rows"]
+ok = len(stats) == 4 and sum(enc) >= 224 and all(e <= rows // 2 for e in enc)
+print(f"encoded rows per rank {enc} of {rows}")
+sys.exit(0 if ok else 1)
+PY
+); then
+  echo "ok   no_shard_w4: $out"
+else
+  echo "FAIL no_shard_w4: $out"; fail=1
+fi
 exit $fail

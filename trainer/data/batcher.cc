@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <random>
 #include <utility>
 
@@ -37,14 +38,13 @@ void FisherYates(std::vector<T>& v, std::mt19937_64& rng) {
   }
 }
 
-}  // namespace
-
-Batch MakeBatch(const std::vector<EncodedExample>& data, const std::vector<int64_t>& indices,
-                int32_t pad_id) {
+// Row r of the batch is row_at(r); example_index becomes `indices`.
+template <typename RowAt>
+Batch Assemble(const RowAt& row_at, const std::vector<int64_t>& indices, int32_t pad_id) {
   Batch b;
   b.batch_size = static_cast<int>(indices.size());
   size_t seq = 0;
-  for (int64_t i : indices) seq = std::max(seq, data[i].ids.size());
+  for (size_t r = 0; r < indices.size(); ++r) seq = std::max(seq, row_at(r).ids.size());
   b.seq_len = static_cast<int>(seq);
   const size_t cells = indices.size() * seq;
   b.input_ids.assign(cells, pad_id);
@@ -53,7 +53,7 @@ Batch MakeBatch(const std::vector<EncodedExample>& data, const std::vector<int64
   b.labels.reserve(indices.size());
   b.example_index = indices;
   for (size_t r = 0; r < indices.size(); ++r) {
-    const EncodedExample& ex = data[indices[r]];
+    const EncodedExample& ex = row_at(r);
     std::copy(ex.ids.begin(), ex.ids.end(), b.input_ids.begin() + r * seq);
     std::fill_n(b.attention_mask.begin() + r * seq, ex.ids.size(), 1.0f);
     b.labels.push_back(ex.label);
@@ -61,14 +61,50 @@ Batch MakeBatch(const std::vector<EncodedExample>& data, const std::vector<int64
   return b;
 }
 
-std::vector<std::vector<int64_t>> PlanEpoch(const std::vector<EncodedExample>& data,
+}  // namespace
+
+Batch MakeBatch(const std::vector<EncodedExample>& data, const std::vector<int64_t>& indices,
+                int32_t pad_id) {
+  return Assemble([&](size_t r) -> const EncodedExample& { return data[indices[r]]; }, indices,
+                  pad_id);
+}
+
+Batch MakeBatchFromRows(const std::vector<EncodedExample>& rows,
+                        const std::vector<int64_t>& example_index, int32_t pad_id) {
+  if (rows.size() != example_index.size()) {
+    std::fprintf(stderr, "MakeBatchFromRows: %zu rows but %zu example indices\n", rows.size(),
+                 example_index.size());
+    std::abort();
+  }
+  return Assemble([&](size_t r) -> const EncodedExample& { return rows[r]; }, example_index,
+                  pad_id);
+}
+
+int64_t PaddingTokens(const std::vector<EncodedExample>& data,
+                      const std::vector<std::vector<int64_t>>& plan) {
+  int64_t pad = 0;
+  for (const auto& mb : plan) {
+    size_t longest = 0;
+    for (int64_t i : mb) longest = std::max(longest, data[i].ids.size());
+    for (int64_t i : mb) pad += static_cast<int64_t>(longest - data[i].ids.size());
+  }
+  return pad;
+}
+
+std::vector<uint32_t> TokenLengths(const std::vector<EncodedExample>& data) {
+  std::vector<uint32_t> keys(data.size());
+  for (size_t i = 0; i < data.size(); ++i) keys[i] = static_cast<uint32_t>(data[i].ids.size());
+  return keys;
+}
+
+std::vector<std::vector<int64_t>> PlanEpoch(const std::vector<uint32_t>& length_keys,
                                             int micro_batch_size, bool shuffle, uint64_t seed,
                                             int epoch) {
   if (micro_batch_size < 1) {
     std::fprintf(stderr, "PlanEpoch: micro_batch_size must be >= 1, got %d\n", micro_batch_size);
     std::abort();
   }
-  const size_t n = data.size();
+  const size_t n = length_keys.size();
   const size_t mbs = static_cast<size_t>(micro_batch_size);
   std::vector<int64_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = static_cast<int64_t>(i);
@@ -88,9 +124,7 @@ std::vector<std::vector<int64_t>> PlanEpoch(const std::vector<EncodedExample>& d
   // Pools bound how far sorting can pull similar lengths together: large enough that batches
   // are nearly uniform in length, small enough that the epoch stays well mixed.
   const size_t pool = 64 * mbs;
-  auto by_length = [&data](int64_t a, int64_t b) {
-    return data[a].ids.size() < data[b].ids.size();
-  };
+  auto by_length = [&length_keys](int64_t a, int64_t b) { return length_keys[a] < length_keys[b]; };
   for (size_t p = 0; p < n; p += pool) {
     auto first = order.begin() + p;
     auto last = order.begin() + std::min(n, p + pool);
@@ -104,13 +138,31 @@ std::vector<std::vector<int64_t>> PlanEpoch(const std::vector<EncodedExample>& d
   return plan;
 }
 
+namespace {
+
+std::pair<size_t, BatchPrefetcher::Builder> FromPlan(const std::vector<EncodedExample>* data,
+                                                     std::vector<std::vector<int64_t>> plan,
+                                                     size_t start, int32_t pad_id) {
+  const size_t count = plan.size() > start ? plan.size() - start : 0;
+  auto shared = std::make_shared<const std::vector<std::vector<int64_t>>>(std::move(plan));
+  return {count, [data, shared, start, pad_id](size_t i) -> absl::StatusOr<Batch> {
+            return MakeBatch(*data, (*shared)[start + i], pad_id);
+          }};
+}
+
+}  // namespace
+
+BatchPrefetcher::BatchPrefetcher(size_t count, Builder build, int depth)
+    : BatchPrefetcher(std::make_pair(count, std::move(build)), depth) {}
+
 BatchPrefetcher::BatchPrefetcher(const std::vector<EncodedExample>* data,
                                  std::vector<std::vector<int64_t>> plan, size_t start,
                                  int32_t pad_id, int depth)
-    : data_(data),
-      plan_(std::move(plan)),
-      start_(start),
-      pad_id_(pad_id),
+    : BatchPrefetcher(FromPlan(data, std::move(plan), start, pad_id), depth) {}
+
+BatchPrefetcher::BatchPrefetcher(std::pair<size_t, Builder> source, int depth)
+    : count_(source.first),
+      build_(std::move(source.second)),
       depth_(static_cast<size_t>(std::max(depth, 1))),
       thread_([this] { Produce(); }) {}
 
@@ -124,18 +176,22 @@ BatchPrefetcher::~BatchPrefetcher() {
 }
 
 void BatchPrefetcher::Produce() {
-  for (size_t i = start_; i < plan_.size(); ++i) {
+  for (size_t i = 0; i < count_; ++i) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || ready_.size() < depth_; });
       if (stop_) break;
     }
     // Built outside the lock so the consumer can pop while this one is assembled.
-    Batch b = MakeBatch(*data_, plan_[i], pad_id_);
+    absl::StatusOr<Batch> b = build_(i);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) break;
-      ready_.push_back(std::move(b));
+      if (!b.ok()) {
+        error_ = b.status();
+        break;
+      }
+      ready_.push_back(*std::move(b));
     }
     cv_.notify_all();
   }
@@ -157,6 +213,11 @@ std::optional<Batch> BatchPrefetcher::Next() {
   }
   cv_.notify_all();
   return out;
+}
+
+absl::Status BatchPrefetcher::status() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
 }
 
 std::vector<EncodedExample> EncodeAll(

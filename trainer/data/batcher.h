@@ -1,6 +1,7 @@
 // Turning encoded examples into padded batches: the per-epoch order (with length bucketing so
 // that dynamic padding wastes little), the batch layout, a background producer that overlaps
-// batch building with compute, and parallel encoding of a whole data set.
+// batch building (and, for the training set, reading and tokenising) with compute, and parallel
+// encoding of a whole data set.
 #pragma once
 
 #include <condition_variable>
@@ -12,8 +13,11 @@
 #include <optional>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "trainer/data/tsv.h"
 
 namespace ringmaster::trainer {
@@ -37,10 +41,25 @@ struct Batch {
 // Gathers data[indices[i]] into row i. Empty `indices` gives an empty batch (0 x 0).
 Batch MakeBatch(const std::vector<EncodedExample>& data, const std::vector<int64_t>& indices,
                 int32_t pad_id);
+// The same when the rows were encoded for this batch only: rows[i] (example example_index[i])
+// goes into row i. The two vectors must have the same size.
+Batch MakeBatchFromRows(const std::vector<EncodedExample>& rows,
+                        const std::vector<int64_t>& example_index, int32_t pad_id);
 
-// The order of one epoch as a list of micro-batches of example indices; every example appears
-// exactly once. micro_batch_size must be >= 1 (the process aborts otherwise: it is a config
-// bug that must not turn into an empty epoch).
+// Token counts of encoded examples, as length keys for PlanEpoch.
+std::vector<uint32_t> TokenLengths(const std::vector<EncodedExample>& data);
+// The padding tokens a plan's micro-batches carry (each is padded to its longest row): what
+// length bucketing saves.
+int64_t PaddingTokens(const std::vector<EncodedExample>& data,
+                      const std::vector<std::vector<int64_t>>& plan);
+
+// The order of one epoch over examples 0..length_keys.size()-1 as a list of micro-batches of
+// example indices; every example appears exactly once. length_keys[i] is example i's length by
+// any measure that orders examples roughly as their token counts do: the trainer uses the
+// words + [CLS] + [SEP], which every rank reads from the row index without tokenising
+// (TsvRowIndex::LengthKeys), so every rank draws the same plan whatever the world size;
+// TokenLengths gives token counts. Only the keys' order matters. micro_batch_size must be >= 1
+// (the process aborts otherwise: it is a config bug that must not turn into an empty epoch).
 //
 // shuffle == false: file order, consecutive chunks of micro_batch_size (the last may be short).
 // shuffle == true: length-bucketed. A std::mt19937_64 is seeded with
@@ -48,20 +67,25 @@ Batch MakeBatch(const std::vector<EncodedExample>& data, const std::vector<int64
 // (SplitMix64 = Steele et al.'s finalizer, as in java.util.SplittableRandom), then:
 //   1. all indices are permuted by Fisher-Yates (i from n-1 down to 1, j uniform in [0, i]),
 //   2. the permutation is cut into pools of 64 * micro_batch_size,
-//   3. each pool is stably sorted by length and cut into micro-batches (only the last pool can
-//      leave a short one),
+//   3. each pool is stably sorted by length key and cut into micro-batches (only the last pool
+//      can leave a short one),
 //   4. the micro-batch order is shuffled by Fisher-Yates with the same engine.
 // "Uniform in [0, i]" draws 64-bit words and rejects those below 2^64 mod (i+1), then reduces
 // mod (i+1); no standard distribution is used, so plans are identical on every standard
 // library.
-std::vector<std::vector<int64_t>> PlanEpoch(const std::vector<EncodedExample>& data,
+std::vector<std::vector<int64_t>> PlanEpoch(const std::vector<uint32_t>& length_keys,
                                             int micro_batch_size, bool shuffle, uint64_t seed,
                                             int epoch);
 
-// Builds the batches of plan[start..] on its own thread, keeping up to `depth` ready, so that
-// padding and copying overlap with the model's step. `data` must outlive the prefetcher.
+// Builds batches on its own thread, keeping up to `depth` ready, so that reading, tokenising,
+// padding and copying overlap with the model's step.
 class BatchPrefetcher {
  public:
+  // Builds batch i for i = 0, 1, ..., count - 1, in order, on the producer thread. The first
+  // error ends the stream: Next() returns std::nullopt and status() the error.
+  using Builder = std::function<absl::StatusOr<Batch>(size_t i)>;
+  BatchPrefetcher(size_t count, Builder build, int depth = 4);
+  // The batches of plan[start..] from encoded `data`, which must outlive the prefetcher.
   BatchPrefetcher(const std::vector<EncodedExample>* data, std::vector<std::vector<int64_t>> plan,
                   size_t start, int32_t pad_id, int depth = 4);
   // Stops the producer and joins it, also when the consumer stopped before the end.
@@ -70,21 +94,23 @@ class BatchPrefetcher {
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
 
-  // Blocks until the next batch is ready; std::nullopt once the plan is exhausted.
+  // Blocks until the next batch is ready; std::nullopt once all are taken or a build failed.
   std::optional<Batch> Next();
+  // The build error that ended the stream early; OK otherwise.
+  absl::Status status();
 
  private:
+  BatchPrefetcher(std::pair<size_t, Builder> source, int depth);
   void Produce();
 
-  const std::vector<EncodedExample>* data_;
-  const std::vector<std::vector<int64_t>> plan_;
-  const size_t start_;
-  const int32_t pad_id_;
+  const size_t count_;
+  const Builder build_;
   const size_t depth_;
 
   std::mutex mu_;
   std::condition_variable cv_;  // signals both "space freed" and "batch ready / done"
   std::deque<Batch> ready_;     // guarded by mu_
+  absl::Status error_;          // guarded by mu_; the build error that ended the stream
   bool stop_ = false;           // guarded by mu_; set by the destructor
   bool done_ = false;           // guarded by mu_; the producer has pushed its last batch
   std::thread thread_;          // last member: started after everything above exists

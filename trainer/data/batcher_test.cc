@@ -48,17 +48,6 @@ void ExpectEachIndexOnce(const std::vector<std::vector<int64_t>>& plan, size_t n
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "index " << i;
 }
 
-int64_t TotalPadding(const std::vector<EncodedExample>& data,
-                     const std::vector<std::vector<int64_t>>& plan) {
-  int64_t pad = 0;
-  for (const auto& mb : plan) {
-    size_t longest = 0;
-    for (int64_t i : mb) longest = std::max(longest, data[i].ids.size());
-    for (int64_t i : mb) pad += static_cast<int64_t>(longest - data[i].ids.size());
-  }
-  return pad;
-}
-
 TEST(MakeBatch, PadsToLongestRowAndMasks) {
   auto data = MakeData({2, 4, 1});
   Batch b = MakeBatch(data, {2, 0, 1}, /*pad_id=*/-7);
@@ -73,6 +62,20 @@ TEST(MakeBatch, PadsToLongestRowAndMasks) {
   EXPECT_THAT(b.example_index, ElementsAre(2, 0, 1));
 }
 
+TEST(MakeBatch, FromRowsEqualsGatheringFromTheWholeSet) {
+  auto data = MakeData({2, 4, 1, 3});
+  const std::vector<int64_t> indices = {3, 0, 2};
+  std::vector<EncodedExample> rows;
+  for (int64_t i : indices) rows.push_back(data[i]);
+  Batch want = MakeBatch(data, indices, -1);
+  Batch got = MakeBatchFromRows(rows, indices, -1);
+  EXPECT_EQ(got.seq_len, want.seq_len);
+  EXPECT_EQ(got.input_ids, want.input_ids);
+  EXPECT_EQ(got.attention_mask, want.attention_mask);
+  EXPECT_EQ(got.labels, want.labels);
+  EXPECT_EQ(got.example_index, want.example_index);
+}
+
 TEST(MakeBatch, EmptyIndicesGiveEmptyBatch) {
   auto data = MakeData({2});
   Batch b = MakeBatch(data, {}, 0);
@@ -84,7 +87,7 @@ TEST(MakeBatch, EmptyIndicesGiveEmptyBatch) {
 
 TEST(PlanEpoch, NoShuffleKeepsFileOrder) {
   auto data = MakeData({5, 1, 9, 2, 2, 7, 3});
-  auto plan = PlanEpoch(data, 3, /*shuffle=*/false, 1, 0);
+  auto plan = PlanEpoch(TokenLengths(data), 3, /*shuffle=*/false, 1, 0);
   ASSERT_EQ(plan.size(), 3u);
   EXPECT_THAT(plan[0], ElementsAre(0, 1, 2));
   EXPECT_THAT(plan[1], ElementsAre(3, 4, 5));
@@ -98,7 +101,7 @@ TEST(PlanEpoch, CoversEveryIndexOnce) {
   for (size_t n : {1u, 7u, 64u * 4u, 3000u}) {
     auto data = RandomLengthData(n, n);
     for (bool shuffle : {false, true}) {
-      auto plan = PlanEpoch(data, 4, shuffle, 123, 2);
+      auto plan = PlanEpoch(TokenLengths(data), 4, shuffle, 123, 2);
       ExpectEachIndexOnce(plan, n);
       EXPECT_EQ(plan.size(), (n + 3) / 4) << "n=" << n << " shuffle=" << shuffle;
       size_t short_batches = 0;
@@ -114,17 +117,18 @@ TEST(PlanEpoch, CoversEveryIndexOnce) {
 
 TEST(PlanEpoch, DeterministicForSeedAndEpochAndVariesOtherwise) {
   auto data = RandomLengthData(2000, 5);
-  auto a = PlanEpoch(data, 8, true, 42, 3);
-  auto b = PlanEpoch(data, 8, true, 42, 3);
+  auto a = PlanEpoch(TokenLengths(data), 8, true, 42, 3);
+  auto b = PlanEpoch(TokenLengths(data), 8, true, 42, 3);
   EXPECT_EQ(a, b);
-  EXPECT_NE(a, PlanEpoch(data, 8, true, 42, 4));
-  EXPECT_NE(a, PlanEpoch(data, 8, true, 43, 3));
+  EXPECT_NE(a, PlanEpoch(TokenLengths(data), 8, true, 42, 4));
+  EXPECT_NE(a, PlanEpoch(TokenLengths(data), 8, true, 43, 3));
   // Shuffling actually moves things: the first batch is not the first 8 rows.
-  EXPECT_NE(a[0], PlanEpoch(data, 8, false, 42, 3)[0]);
+  EXPECT_NE(a[0], PlanEpoch(TokenLengths(data), 8, false, 42, 3)[0]);
 }
 
 // Pins the documented algorithm (SplitMix64 seeding, own Fisher-Yates, stable pool sort), so
-// a refactor or a different standard library cannot silently change training order.
+// a refactor or a different standard library cannot silently change training order. The keys
+// here are token counts; the trainer passes byte lengths, and only their order matters.
 TEST(PlanEpoch, GoldenPlan) {
   // The standard fixes mt19937_64's output: the 10000th draw of a default engine.
   std::mt19937_64 engine;
@@ -132,15 +136,18 @@ TEST(PlanEpoch, GoldenPlan) {
   EXPECT_EQ(engine(), 9981545732273789042ULL);
 
   auto data = MakeData({4, 2, 6, 2, 5, 1, 3, 3, 2, 7});
-  auto plan = PlanEpoch(data, 3, true, 42, 0);
+  auto plan = PlanEpoch(TokenLengths(data), 3, true, 42, 0);
   ExpectEachIndexOnce(plan, data.size());
   std::vector<std::vector<int64_t>> golden = {{9}, {0, 4, 2}, {3, 7, 6}, {5, 8, 1}};
   EXPECT_EQ(plan, golden);
+  // Any keys in the same order (byte lengths, say) give the same plan.
+  EXPECT_EQ(PlanEpoch(std::vector<uint32_t>{41, 20, 66, 20, 50, 9, 33, 33, 20, 70}, 3, true, 42, 0),
+            golden);
 }
 
 TEST(PlanEpoch, BucketingReducesPadding) {
   auto data = RandomLengthData(64 * 16 * 4, 9);
-  auto bucketed = PlanEpoch(data, 16, true, 7, 0);
+  auto bucketed = PlanEpoch(TokenLengths(data), 16, true, 7, 0);
   // Same batch size with a plain random order (no length sort).
   std::vector<int64_t> order(data.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
@@ -150,8 +157,8 @@ TEST(PlanEpoch, BucketingReducesPadding) {
   for (size_t b = 0; b < order.size(); b += 16) {
     random_plan.emplace_back(order.begin() + b, order.begin() + b + 16);
   }
-  int64_t pad_bucketed = TotalPadding(data, bucketed);
-  int64_t pad_random = TotalPadding(data, random_plan);
+  int64_t pad_bucketed = PaddingTokens(data, bucketed);
+  int64_t pad_random = PaddingTokens(data, random_plan);
   std::printf("padding tokens: bucketed %lld, random %lld\n", static_cast<long long>(pad_bucketed),
               static_cast<long long>(pad_random));
   EXPECT_LT(pad_bucketed * 5, pad_random)
@@ -160,7 +167,7 @@ TEST(PlanEpoch, BucketingReducesPadding) {
 
 TEST(BatchPrefetcher, YieldsSameBatchesAsMakeBatchInOrder) {
   auto data = RandomLengthData(500, 11);
-  auto plan = PlanEpoch(data, 7, true, 1, 0);
+  auto plan = PlanEpoch(TokenLengths(data), 7, true, 1, 0);
   for (size_t start : {size_t{0}, size_t{5}, plan.size() - 1, plan.size(), plan.size() + 3}) {
     for (int depth : {1, 4}) {
       BatchPrefetcher pf(&data, plan, start, /*pad_id=*/0, depth);
@@ -199,7 +206,7 @@ void ExpectFinishes(std::function<void()> body) {
 
 TEST(BatchPrefetcher, DestroyMidwayDoesNotHang) {
   auto data = std::make_shared<std::vector<EncodedExample>>(RandomLengthData(4000, 3));
-  auto plan = PlanEpoch(*data, 2, true, 1, 0);
+  auto plan = PlanEpoch(TokenLengths(*data), 2, true, 1, 0);
   // Consumer stops after one batch while the producer is blocked on a full queue.
   ExpectFinishes([data, plan] {
     BatchPrefetcher pf(data.get(), plan, 0, 0, /*depth=*/1);
@@ -213,6 +220,28 @@ TEST(BatchPrefetcher, DestroyMidwayDoesNotHang) {
     ASSERT_TRUE(pf.Next().has_value());
     ASSERT_FALSE(pf.Next().has_value());
   });
+}
+
+TEST(BatchPrefetcher, BuildErrorEndsTheStreamWithItsStatus) {
+  auto data = MakeData({1, 2, 3});
+  for (int depth : {1, 4}) {
+    BatchPrefetcher pf(
+        10,
+        [&](size_t i) -> absl::StatusOr<Batch> {
+          if (i == 3) return absl::DataLossError("row 3 unreadable");
+          return MakeBatch(data, {static_cast<int64_t>(i % 3)}, 0);
+        },
+        depth);
+    int got = 0;
+    while (pf.Next()) ++got;
+    EXPECT_EQ(got, 3);
+    EXPECT_EQ(pf.status(), absl::DataLossError("row 3 unreadable"));
+    EXPECT_FALSE(pf.Next().has_value());
+  }
+  BatchPrefetcher ok(2, [&](size_t) -> absl::StatusOr<Batch> { return MakeBatch(data, {0}, 0); });
+  while (ok.Next()) {
+  }
+  EXPECT_TRUE(ok.status().ok());
 }
 
 TEST(EncodeAll, KeepsOrderAndLabels) {

@@ -154,7 +154,7 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
   EvalResult r;
   const int C = m.config.num_labels;
   if (logits != nullptr) logits->assign(data.size() * C, 0.0f);
-  auto plan = PlanEpoch(data, batch_size, /*shuffle=*/false, 0, 0);
+  auto plan = PlanEpoch(TokenLengths(data), batch_size, /*shuffle=*/false, 0, 0);
   BatchPrefetcher pf(&data, std::move(plan), 0, m.tokenizer->special().pad);
   double loss_sum = 0;
   int64_t correct = 0;
@@ -234,8 +234,21 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   }
   RM_ASSIGN_OR_RETURN(t->model_, LoadModelForJob(job));
   const int max_len = std::min(job.data.max_seq_len, t->model_.config.max_position_embeddings);
-  RM_ASSIGN_OR_RETURN(t->train_, LoadEncoded(job.data.train, t->model_.config.num_labels,
-                                             *t->model_.tokenizer, max_len));
+  t->max_len_ = max_len;
+  {
+    const auto t_index = std::chrono::steady_clock::now();
+    RM_ASSIGN_OR_RETURN(TsvRowIndex index,
+                        TsvRowIndex::Build(job.data.train, t->model_.config.num_labels));
+    t->train_ = std::make_unique<TsvRowIndex>(std::move(index));
+    t->train_keys_ = t->train_->LengthKeys(max_len);
+    if (t->leader()) {
+      LogInfo(absl::StrFormat(
+          "indexed %s: %d rows in %.2f s (%.1f MiB index; rows are tokenised when needed)",
+          job.data.train, t->train_->size(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t_index).count(),
+          t->train_->memory_bytes() / 1048576.0));
+    }
+  }
   if (!job.data.eval.empty()) {
     RM_ASSIGN_OR_RETURN(t->eval_, LoadEncoded(job.data.eval, t->model_.config.num_labels,
                                               *t->model_.tokenizer, max_len));
@@ -249,7 +262,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   const size_t mbs = static_cast<size_t>(job.train.micro_batch_size);
   t->accumulation_ = std::max<int>(1, static_cast<int>((largest + mbs - 1) / mbs));
   t->steps_per_epoch_ = static_cast<int64_t>(
-      PlanEpoch(t->train_, job.train.global_batch_size, job.data.shuffle, job.train.seed, 0)
+      PlanEpoch(t->train_keys_, job.train.global_batch_size, job.data.shuffle, job.train.seed, 0)
           .size());
   t->total_steps_ =
       job.train.max_steps > 0 ? job.train.max_steps : t->steps_per_epoch_ * job.train.epochs;
@@ -455,7 +468,7 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
         "training %s: %d train rows, %d eval rows, %lld parameters, %d epochs x %lld steps "
         "(global batch %d = %d rank(s) x %d accumulation x micro-batch %d, sharding %s, "
         "compression %s), total %lld steps",
-        job_.name, train_.size(), eval_.size(), static_cast<long long>(model_.layout.total),
+        job_.name, train_->size(), eval_.size(), static_cast<long long>(model_.layout.total),
         job_.train.epochs, static_cast<long long>(steps_per_epoch_), job_.train.global_batch_size,
         world, accumulation_, job_.train.micro_batch_size, job_.distributed.sharding,
         job_.distributed.compression, static_cast<long long>(total_steps_)));
@@ -473,7 +486,7 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
   const uint64_t seed = job_.train.seed;
   while (step_ < total_steps_) {
     const auto plan =
-        PlanEpoch(train_, job_.train.global_batch_size, job_.data.shuffle, seed, epoch_);
+        PlanEpoch(train_keys_, job_.train.global_batch_size, job_.data.shuffle, seed, epoch_);
     const int64_t plan_size = static_cast<int64_t>(plan.size());
     // This rank's micro-batches from the cursor on, `accumulation_` per step.
     std::vector<std::vector<int64_t>> mine;
@@ -483,7 +496,20 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
       step_sizes.push_back(static_cast<int64_t>(plan[g].size()));
     }
     {
-      BatchPrefetcher pf(&train_, std::move(mine), 0, pad);
+      // The producer thread reads and tokenises this rank's rows of the next batches (and no
+      // others) while the model computes.
+      const std::function<std::vector<int32_t>(std::string_view)> encode =
+          [this](std::string_view text) {
+            encoded_train_rows_.fetch_add(1, std::memory_order_relaxed);
+            return model_.tokenizer->Encode(text, max_len_);
+          };
+      const size_t count = mine.size();
+      BatchPrefetcher pf(
+          count,
+          [this, mine = std::move(mine), encode, pad](size_t i) {
+            return MakeIndexedBatch(*train_, mine[i], encode, pad);
+          },
+          /*depth=*/4);
       int64_t k = 0;  // steps taken from this plan
       while (cursor_ < plan_size && step_ < total_steps_) {
         const int64_t n_total = step_sizes[k++];
@@ -496,7 +522,10 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
           std::optional<Batch> batch = pf.Next();
           fig.data_wait_seconds +=
               std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-          if (!batch) return absl::InternalError("data pipeline ended early");
+          if (!batch) {
+            RM_RETURN_IF_ERROR(pf.status());
+            return absl::InternalError("data pipeline ended early");
+          }
           fig.samples += batch->batch_size;
           for (float mask : batch->attention_mask) fig.tokens += mask > 0 ? 1 : 0;
           dp_->BeginMicroBatch(i + 1 == accumulation_, /*training=*/true);
@@ -628,7 +657,9 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
                                 {"reduce_wire_bytes", cc.reduce_wire_bytes.load()},
                                 {"reduce_raw_bytes", cc.reduce_raw_bytes.load()},
                                 {"steps", step_},
-                                {"train_seconds", train_seconds}};
+                                {"train_seconds", train_seconds},
+                                {"train_rows", train_->size()},
+                                {"encoded_train_rows", encoded_train_rows_.load()}};
   RM_RETURN_IF_ERROR(WriteFileAtomic(
       (ranks_dir / absl::StrCat("rank-", dist_->rank(), ".json")).string(), stats.dump(2) + "\n"));
   RM_RETURN_IF_ERROR(dp_->Barrier());  // nobody exits before the export is written

@@ -1,8 +1,8 @@
 // Training of a BertForSequenceClassification from a job spec, as one process or as one rank of
-// many: data (each rank batches its share of every global batch), model, the data-parallel
-// engine (sharding, gradient reduction, AdamW with schedule and clipping), gradient
-// accumulation, evaluation each epoch, sharded checkpoints with resume (at any world size), and
-// the final Hugging Face export.
+// many: data (each rank indexes the training file, then reads, tokenises and batches only its
+// share of every global batch), model, the data-parallel engine (sharding, gradient reduction,
+// AdamW with schedule and clipping), gradient accumulation, evaluation each epoch, sharded
+// checkpoints with resume (at any world size), and the final Hugging Face export.
 #pragma once
 
 #include <atomic>
@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trainer/data/batcher.h"
+#include "trainer/data/tsv_row_index.h"
 #include "trainer/dist/data_parallel.h"
 #include "trainer/dist/dist_context.h"
 #include "trainer/job/job_spec.h"
@@ -99,8 +100,12 @@ class Trainer {
 
   JobSpec job_;
   LoadedModel model_;
-  std::vector<EncodedExample> train_, eval_;
-  std::unique_ptr<DistContext> own_dist_;  // a world of one when none was given
+  std::unique_ptr<TsvRowIndex> train_;  // rows are encoded when a batch of this rank needs them
+  std::vector<uint32_t> train_keys_;    // PlanEpoch's length keys (TsvRowIndex::LengthKeys)
+  std::vector<EncodedExample> eval_;    // small: encoded whole, once
+  int max_len_ = 0;                     // tokens per row, [CLS] and [SEP] included
+  std::atomic<int64_t> encoded_train_rows_{0};  // rows this rank tokenised (tests, logs)
+  std::unique_ptr<DistContext> own_dist_;       // a world of one when none was given
   DistContext* dist_ = nullptr;
   std::unique_ptr<BertModel<float>> net_;
   std::unique_ptr<DataParallel> dp_;
