@@ -140,36 +140,66 @@ std::vector<uint32_t> TsvRowIndex::LengthKeys(int max_len) const {
   return keys;
 }
 
+namespace {
+
+enum CharClass : uint8_t { kWordChar, kSpace, kAlone };
+
+// ASCII classes, computed once: whitespace, punctuation (a word of its own), the rest.
+struct AsciiClasses {
+  CharClass c[128];
+  AsciiClasses() {
+    for (int i = 0; i < 128; ++i) {
+      c[i] = (i == ' ' || i == '\t' || i == '\n' || i == '\r') ? kSpace
+             : std::ispunct(i)                                 ? kAlone
+                                                               : kWordChar;
+    }
+  }
+};
+
+CharClass ClassOf(uint32_t cp) {
+  if (cp == 0xA0 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x3000) return kSpace;
+  if ((cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+      (cp >= 0x20000 && cp <= 0x2CEAF) || (cp >= 0xF900 && cp <= 0xFAFF) ||
+      (cp >= 0x2F800 && cp <= 0x2FA1F)) {
+    return kAlone;  // CJK ideographs
+  }
+  return kWordChar;
+}
+
+}  // namespace
+
 uint32_t CountWords(std::string_view text) {
+  static const AsciiClasses kAscii;
   uint32_t words = 0;
   bool in_word = false;
   size_t i = 0;
   while (i < text.size()) {
-    // One UTF-8 code point (a malformed byte counts as a one-byte word character).
     const unsigned char b = static_cast<unsigned char>(text[i]);
-    uint32_t cp = b;
-    size_t len = 1;
-    if (b >= 0xF0 && i + 3 < text.size()) {
-      cp = (b & 0x07u) << 18 | (text[i + 1] & 0x3Fu) << 12 | (text[i + 2] & 0x3Fu) << 6 |
-           (text[i + 3] & 0x3Fu);
-      len = 4;
-    } else if (b >= 0xE0 && i + 2 < text.size()) {
-      cp = (b & 0x0Fu) << 12 | (text[i + 1] & 0x3Fu) << 6 | (text[i + 2] & 0x3Fu);
-      len = 3;
-    } else if (b >= 0xC0 && i + 1 < text.size()) {
-      cp = (b & 0x1Fu) << 6 | (text[i + 1] & 0x3Fu);
-      len = 2;
+    CharClass cls;
+    if (b < 0x80) {
+      cls = kAscii.c[b];
+      ++i;
+    } else {
+      // One UTF-8 code point (a malformed byte counts as a one-byte word character).
+      uint32_t cp = b;
+      size_t len = 1;
+      if (b >= 0xF0 && i + 3 < text.size()) {
+        cp = (b & 0x07u) << 18 | (text[i + 1] & 0x3Fu) << 12 | (text[i + 2] & 0x3Fu) << 6 |
+             (text[i + 3] & 0x3Fu);
+        len = 4;
+      } else if (b >= 0xE0 && i + 2 < text.size()) {
+        cp = (b & 0x0Fu) << 12 | (text[i + 1] & 0x3Fu) << 6 | (text[i + 2] & 0x3Fu);
+        len = 3;
+      } else if (b >= 0xC0 && i + 1 < text.size()) {
+        cp = (b & 0x1Fu) << 6 | (text[i + 1] & 0x3Fu);
+        len = 2;
+      }
+      i += len;
+      cls = ClassOf(cp);
     }
-    i += len;
-    const bool space = cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r' || cp == 0xA0 ||
-                       (cp >= 0x2000 && cp <= 0x200A) || cp == 0x3000;
-    const bool alone = (cp < 0x80 && std::ispunct(static_cast<int>(cp))) ||
-                       (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
-                       (cp >= 0x20000 && cp <= 0x2CEAF) || (cp >= 0xF900 && cp <= 0xFAFF) ||
-                       (cp >= 0x2F800 && cp <= 0x2FA1F);
-    if (space) {
+    if (cls == kSpace) {
       in_word = false;
-    } else if (alone) {
+    } else if (cls == kAlone) {
       ++words;
       in_word = false;
     } else if (!in_word) {
