@@ -45,6 +45,9 @@ expect_error "unknown YAML key" "typo.yaml:6:.*unknown key 'train.lrr'" -- "$T" 
 sed 's/lr: 1.0e-3/lr: fast/' "$work/job.yaml" >"$work/type.yaml"
 expect_error "mistyped YAML value" "type.yaml:6:.*train.lr" -- "$T" train --config "$work/type.yaml"
 expect_error "missing job file" "nope.yaml" -- "$T" train --config "$work/nope.yaml"
+sed 's/lr: 1.0e-3}/lr: 1.0e-3, precision: bf16}/' "$work/job.yaml" >"$work/bf16.yaml"
+expect_error "bf16 on the CPU" "bf16.yaml: train.precision: bf16 needs train.device: cuda" -- \
+  "$T" train --config "$work/bf16.yaml"
 
 # TSV rows.
 printf 'sentence\tlabel\ngood\t1\nbad\n' >"$work/data/missing.tsv"

@@ -203,6 +203,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
     return absl::UnimplementedError(
         absl::StrCat(job.source, ": train.device: cuda is not available in this build"));
   }
+  // The CPU trainer computes in fp32: a half-precision request is refused, not silently run in
+  // fp32 (whose speed and memory the user did not plan for). `auto` means fp32 here.
+  if (job.train.precision == "fp16" || job.train.precision == "bf16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        job.source, ": train.precision: ", job.train.precision, " needs train.device: cuda; ",
+        "the CPU trainer computes in fp32 (use precision auto or fp32)"));
+  }
   DataParallelOptions dpo;
   RM_ASSIGN_OR_RETURN(dpo.sharding, ParseSharding(job.distributed.sharding));
   const std::string& comp = job.distributed.compression;
