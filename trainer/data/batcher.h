@@ -36,6 +36,8 @@ struct Batch {
   std::vector<int32_t> token_type_ids;  // all 0 (single-sentence tasks)
   std::vector<float> labels;            // [batch_size]
   std::vector<int64_t> example_index;   // row in the source file, for predict output ordering
+
+  bool operator==(const Batch&) const = default;
 };
 
 // Gathers data[indices[i]] into row i. Empty `indices` gives an empty batch (0 x 0).

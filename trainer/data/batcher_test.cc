@@ -69,11 +69,8 @@ TEST(MakeBatch, FromRowsEqualsGatheringFromTheWholeSet) {
   for (int64_t i : indices) rows.push_back(data[i]);
   Batch want = MakeBatch(data, indices, -1);
   Batch got = MakeBatchFromRows(rows, indices, -1);
-  EXPECT_EQ(got.seq_len, want.seq_len);
-  EXPECT_EQ(got.input_ids, want.input_ids);
-  EXPECT_EQ(got.attention_mask, want.attention_mask);
-  EXPECT_EQ(got.labels, want.labels);
-  EXPECT_EQ(got.example_index, want.example_index);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(got.example_index, indices);
 }
 
 TEST(MakeBatch, EmptyIndicesGiveEmptyBatch) {

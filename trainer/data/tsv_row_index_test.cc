@@ -175,16 +175,6 @@ const Corpus& GetCorpus() {
   return *corpus;
 }
 
-void ExpectSameBatch(const Batch& got, const Batch& want) {
-  EXPECT_EQ(got.batch_size, want.batch_size);
-  EXPECT_EQ(got.seq_len, want.seq_len);
-  EXPECT_EQ(got.input_ids, want.input_ids);
-  EXPECT_EQ(got.attention_mask, want.attention_mask);
-  EXPECT_EQ(got.token_type_ids, want.token_type_ids);
-  EXPECT_EQ(got.labels, want.labels);
-  EXPECT_EQ(got.example_index, want.example_index);
-}
-
 // Each rank of a world of N takes the slice [n·r/N, n·(r+1)/N) of every global batch, as the
 // trainer does, cut into micro-batches. Its batches must equal the old whole-file path's (all
 // rows encoded up front, then MakeBatch), and it must tokenise only the rows of its slices.
@@ -230,7 +220,7 @@ TEST(MakeIndexedBatch, EachRankEncodesOnlyItsShareAndBatchesMatchTheWholeFilePat
       size_t k = 0;
       while (std::optional<Batch> batch = pf.Next()) {
         ASSERT_LT(k, mine.size());
-        ExpectSameBatch(*batch, MakeBatch(all, mine[k], 0));
+        EXPECT_EQ(*batch, MakeBatch(all, mine[k], 0));
         for (int64_t row : mine[k]) ++encoded_by[row];
         ++k;
       }
