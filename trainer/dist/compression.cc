@@ -322,6 +322,64 @@ void DecodeAdd(WireCodec c, const uint8_t* in, size_t n, float* acc) {
   DecodeImpl<true>(c, in, n, acc);
 }
 
+size_t TwoStageResidualFloats(size_t n, int g) {
+  const size_t block = (n + static_cast<size_t>(g) - 1) / static_cast<size_t>(g);
+  return block * static_cast<size_t>(g) + block;
+}
+
+size_t TwoStageWireBytes(WireCodec codec, size_t n, int g) {
+  const size_t gs = static_cast<size_t>(g);
+  return 2 * EncodedBytes(codec, (n + gs - 1) / gs) * (gs - 1);
+}
+
+absl::Status TwoStageAllReduce(WireCodec codec, int g, float* data, size_t n, float* residual,
+                               TwoStageScratch& sc, const AllToAllFn& all_to_all,
+                               const AllGatherFn& all_gather) {
+  if (g < 1) return absl::InvalidArgumentError(absl::StrCat("TwoStageAllReduce: g = ", g));
+  const size_t gs = static_cast<size_t>(g);
+  const size_t block = (n + gs - 1) / gs;
+  const size_t bytes = EncodedBytes(codec, block);
+  sc.send.resize(bytes * gs);
+  sc.recv.resize(bytes * gs);
+  sc.sum.resize(block);
+  sc.tail.resize(block);
+  float* res1 = residual;
+  float* res2 = residual != nullptr ? residual + block * gs : nullptr;
+  // Block r is data[r·block, (r+1)·block); the elements of it inside data (0 when it lies
+  // wholly in the padding). Full blocks are encoded from and decoded into data directly.
+  auto in_data = [&](size_t r) { return r * block >= n ? 0 : std::min(block, n - r * block); };
+  // Stage 1, reduce-scatter.
+  for (size_t r = 0; r < gs; ++r) {
+    const size_t len = in_data(r);
+    const float* src = data + r * block;
+    if (len < block) {
+      std::copy_n(src, len, sc.tail.data());
+      std::fill(sc.tail.begin() + static_cast<ptrdiff_t>(len), sc.tail.end(), 0.0f);
+      src = sc.tail.data();
+    }
+    Encode(codec, src, block, res1 != nullptr ? res1 + r * block : nullptr,
+           sc.send.data() + r * bytes);
+  }
+  RM_RETURN_IF_ERROR(all_to_all(sc.send.data(), sc.recv.data(), bytes));
+  Decode(codec, sc.recv.data(), block, sc.sum.data());
+  for (size_t r = 1; r < gs; ++r)
+    DecodeAdd(codec, sc.recv.data() + r * bytes, block, sc.sum.data());
+  // Stage 2, all-gather of the encoded sums (the owner keeps this stage's residual).
+  uint8_t* mine = sc.send.data();  // stage 1's send buffer is free again
+  Encode(codec, sc.sum.data(), block, res2, mine);
+  RM_RETURN_IF_ERROR(all_gather(mine, sc.recv.data(), bytes));
+  for (size_t r = 0; r < gs; ++r) {
+    const size_t len = in_data(r);
+    if (len == block) {
+      Decode(codec, sc.recv.data() + r * bytes, block, data + r * block);
+    } else if (len > 0) {
+      Decode(codec, sc.recv.data() + r * bytes, block, sc.tail.data());
+      std::copy_n(sc.tail.data(), len, data + r * block);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------------------------------------
 // PowerSGD
 
@@ -477,6 +535,8 @@ PowerSgd::PowerSgd(std::vector<MatrixRange> matrices, size_t total, PowerSgdOpti
     c.rank = r;
     c.p_offset = p_floats_;
     c.q_offset = q_floats_;
+    c.m_offset = m_floats_;
+    m_floats_ += size;
     p_floats_ += m.rows * r;
     q_floats_ += m.cols * r;
     c.residual.assign(size, 0.0f);
@@ -523,32 +583,35 @@ absl::Status PowerSgd::AllReduce(float* grads, int world_size,
     RM_RETURN_IF_ERROR(allreduce_sum(unc_buf_.data(), uncompressed_floats_));
   }
 
-  // 2. P = sum_ranks (G + E) Q, computed as G Q + E Q so that M = G + E is never materialised.
+  // 2. P = sum_ranks M Q, with M = G + E formed once in scratch (one GEMM per product rather
+  //    than G Q + E Q: OpenBLAS copies the whole left operand to pack it, so each GEMM costs
+  //    about a pass over the matrix). Grads and residuals stay untouched until the collectives
+  //    have succeeded.
   p_buf_.resize(p_floats_);
   q_buf_.resize(q_floats_);
+  m_buf_.resize(m_floats_);
   for (const Compressed& c : compressed_) {
+    const size_t size = c.rows * c.cols;
+    const float* g = grads + c.offset;
+    const float* e = c.residual.data();
+    float* mm = m_buf_.data() + c.m_offset;
+    for (size_t k = 0; k < size; ++k) mm[k] = g[k] + e[k];
     const int m = static_cast<int>(c.rows), n = static_cast<int>(c.cols),
               r = static_cast<int>(c.rank);
-    float* p = p_buf_.data() + c.p_offset;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, r, n, 1.0f, grads + c.offset, n,
-                c.q.data(), r, 0.0f, p, r);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, r, n, 1.0f, c.residual.data(), n,
-                c.q.data(), r, 1.0f, p, r);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, r, n, 1.0f, mm, n, c.q.data(), r,
+                0.0f, p_buf_.data() + c.p_offset, r);
   }
   if (p_floats_ > 0) RM_RETURN_IF_ERROR(allreduce_sum(p_buf_.data(), p_floats_));
 
   // 3. Orthonormalise each P (identical input on every rank, so identical output).
-  // 4. Q' = sum_ranks (G + E)^T P.
+  // 4. Q' = sum_ranks M^T P.
   for (const Compressed& c : compressed_) {
     float* p = p_buf_.data() + c.p_offset;
     Orthonormalise(p, c.rows, c.rank, gs_work_);
     const int m = static_cast<int>(c.rows), n = static_cast<int>(c.cols),
               r = static_cast<int>(c.rank);
-    float* q = q_buf_.data() + c.q_offset;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, r, m, 1.0f, grads + c.offset, n, p, r,
-                0.0f, q, r);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, r, m, 1.0f, c.residual.data(), n, p, r,
-                1.0f, q, r);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, r, m, 1.0f, m_buf_.data() + c.m_offset,
+                n, p, r, 0.0f, q_buf_.data() + c.q_offset, r);
   }
   if (q_floats_ > 0) RM_RETURN_IF_ERROR(allreduce_sum(q_buf_.data(), q_floats_));
 
@@ -563,14 +626,14 @@ absl::Status PowerSgd::AllReduce(float* grads, int world_size,
     const size_t size = c.rows * c.cols;
     float* g = grads + c.offset;
     float* e = c.residual.data();
-    for (size_t k = 0; k < size; ++k) e[k] += g[k];  // e = M = G + E
+    const float* mm = m_buf_.data() + c.m_offset;
     const float* p = p_buf_.data() + c.p_offset;
     const float* q = q_buf_.data() + c.q_offset;
     const int m = static_cast<int>(c.rows), n = static_cast<int>(c.cols),
               r = static_cast<int>(c.rank);
-    // grads = M^ = P Q'^T.
+    // grads = M^ = P Q'^T; new residual e = M - M^ / world_size.
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, r, 1.0f, p, r, q, r, 0.0f, g, n);
-    for (size_t k = 0; k < size; ++k) e[k] = FiniteOrZero(e[k] - g[k] * inv_world);
+    for (size_t k = 0; k < size; ++k) e[k] = FiniteOrZero(mm[k] - g[k] * inv_world);
     // Warm start: Q' with unit columns (same span for the next P, bounded magnitudes). A
     // non-finite Q' (a NaN/inf gradient this step) restarts from the seeded Q instead.
     bool finite = true;
@@ -590,6 +653,12 @@ absl::Status PowerSgd::AllReduce(float* grads, int world_size,
     }
   }
   return absl::OkStatus();
+}
+
+size_t PowerSgd::held_bytes() const {
+  size_t floats = unc_buf_.capacity() + p_buf_.capacity() + q_buf_.capacity() + m_buf_.capacity();
+  for (const Compressed& c : compressed_) floats += c.residual.capacity() + c.q.capacity();
+  return floats * sizeof(float) + gs_work_.capacity() * sizeof(double);
 }
 
 std::vector<float> PowerSgd::State() const {

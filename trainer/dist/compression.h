@@ -54,6 +54,36 @@ void Decode(WireCodec c, const uint8_t* in, size_t n, float* out);
 // acc[0..n) += decoded values.
 void DecodeAdd(WireCodec c, const uint8_t* in, size_t n, float* acc);
 
+// An all-reduce (sum) whose every byte on the wire is encoded with `codec` (not kNone), for g
+// ranks each calling it with its own data[0..n):
+//   stage 1, reduce-scatter: data is cut into g blocks of block = ceil(n/g) floats (the last
+//     ones zero-padded past n); block r is encoded for rank r, exchanged with one all-to-all,
+//     and rank r sums the g decoded copies of its block;
+//   stage 2, all-gather: each rank encodes its sum, an all-gather shares them, and every rank
+//     decodes all g into data. Every rank ends with the same bits.
+// With `residual` (block·g + block floats, zero at first, kept across calls) each stage carries
+// its quantisation error into the next call: block·g for what this rank sent in stage 1, block
+// for the sum it owns in stage 2. data is written only after both collectives succeeded.
+// `all_to_all(send, recv, bytes_per_rank)` and `all_gather(in, out, bytes_per_rank)` are the
+// collectives (every rank calls them in the same order with the same sizes). The buffers in
+// `scratch` are reused from call to call, so a caller that keeps it allocates nothing per step.
+struct TwoStageScratch {
+  std::vector<uint8_t> send, recv;
+  std::vector<float> sum, tail;
+  size_t bytes() const {
+    return send.capacity() + recv.capacity() + (sum.capacity() + tail.capacity()) * sizeof(float);
+  }
+};
+using AllToAllFn = std::function<absl::Status(const void* in, void* out, size_t bytes_per_rank)>;
+using AllGatherFn = std::function<absl::Status(const void* in, void* out, size_t bytes_per_rank)>;
+// Floats of residual TwoStageAllReduce needs for n floats over g ranks.
+size_t TwoStageResidualFloats(size_t n, int g);
+// Bytes each rank sends: 2 (g - 1) EncodedBytes(codec, ceil(n/g)).
+size_t TwoStageWireBytes(WireCodec codec, size_t n, int g);
+absl::Status TwoStageAllReduce(WireCodec codec, int g, float* data, size_t n, float* residual,
+                               TwoStageScratch& scratch, const AllToAllFn& all_to_all,
+                               const AllGatherFn& all_gather);
+
 // ---------------------------------------------------------------------------------------------
 // Part 2: PowerSGD (Vogels, Karimireddy & Jaggi, 2019) with sum semantics.
 
@@ -109,6 +139,8 @@ class PowerSgd {
   // uncompressed elements + sum over compressed matrices of (rows + cols) * r.
   size_t wire_floats_per_call() const;
   size_t raw_floats() const { return total_; }
+  // Bytes held between calls: residuals, Q and the scratch buffers (M, P, Q', packed exact part).
+  size_t held_bytes() const;
   // Number of matrices that are compressed (the others are sent exactly).
   size_t compressed_matrices() const { return compressed_.size(); }
   const absl::Status& init_status() const { return init_status_; }
@@ -125,6 +157,7 @@ class PowerSgd {
     size_t offset, rows, cols, rank;
     size_t p_offset;              // into the packed P buffer (rows * rank floats)
     size_t q_offset;              // into the packed Q' buffer (cols * rank floats)
+    size_t m_offset;              // into m_buf_ (rows * cols floats)
     std::vector<float> residual;  // rows * cols
     std::vector<float> q;         // cols * rank, row-major
   };
@@ -138,8 +171,9 @@ class PowerSgd {
   std::vector<Compressed> compressed_;
   std::vector<Span> uncompressed_;  // sorted, non-empty spans outside compressed matrices
   size_t uncompressed_floats_ = 0;
-  size_t p_floats_ = 0, q_floats_ = 0;
+  size_t p_floats_ = 0, q_floats_ = 0, m_floats_ = 0;
   std::vector<float> unc_buf_, p_buf_, q_buf_;  // scratch, reused across calls
+  std::vector<float> m_buf_;                    // M = G + E of every compressed matrix
   std::vector<double> gs_work_;                 // Gram-Schmidt scratch
 };
 

@@ -301,38 +301,21 @@ absl::Status DataParallel::CompressedAllReduce(Communicator* comm, float* data, 
     counters_.reduce_wire_bytes += 2 * n * sizeof(float) * (g - 1) / g;
     return comm->AllReduceSum(data, n);
   }
-  // Stage 1, reduce-scatter: block r goes to rank r, which sums the decoded blocks.
-  const size_t block = (n + g - 1) / g;
-  const size_t bytes = EncodedBytes(options_.codec, block);
-  counters_.reduce_wire_bytes += 2 * bytes * (g - 1);
-  std::vector<float> padded(block * g, 0.0f);
-  std::copy_n(data, n, padded.data());
-  const bool ef = options_.codec == WireCodec::kInt8;
+  counters_.reduce_wire_bytes += TwoStageWireBytes(options_.codec, n, static_cast<int>(g));
   // Residual keys: units use residual_rs_ for stage 1 (sized to the unit's padded shard·g,
   // which differs from block·g here), so all-reduce residuals live in residual_ag_.
-  const size_t slot = static_cast<size_t>(key + 1);
-  if (ef && residual_ag_[slot].size() != block * g + block) {
-    residual_ag_[slot].assign(block * g + block, 0.0f);
+  float* residual = nullptr;
+  if (options_.codec == WireCodec::kInt8) {
+    std::vector<float>& r = residual_ag_[static_cast<size_t>(key + 1)];
+    const size_t floats = TwoStageResidualFloats(n, static_cast<int>(g));
+    if (r.size() != floats) r.assign(floats, 0.0f);
+    residual = r.data();
   }
-  float* res1 = ef ? residual_ag_[slot].data() : nullptr;
-  float* res2 = ef ? residual_ag_[slot].data() + block * g : nullptr;
-  std::vector<uint8_t> send(bytes * g), recv(bytes * g);
-  for (size_t r = 0; r < g; ++r) {
-    Encode(options_.codec, padded.data() + r * block, block,
-           res1 != nullptr ? res1 + r * block : nullptr, send.data() + r * bytes);
-  }
-  RM_RETURN_IF_ERROR(comm->AllToAll(send.data(), recv.data(), bytes));
-  std::vector<float> sum(block, 0.0f);
-  for (size_t r = 0; r < g; ++r)
-    DecodeAdd(options_.codec, recv.data() + r * bytes, block, sum.data());
-  // Stage 2, all-gather of the encoded sums (the owner keeps this stage's residual).
-  std::vector<uint8_t> mine(bytes);
-  Encode(options_.codec, sum.data(), block, res2, mine.data());
-  RM_RETURN_IF_ERROR(comm->AllGatherBytes(mine.data(), recv.data(), bytes));
-  for (size_t r = 0; r < g; ++r)
-    Decode(options_.codec, recv.data() + r * bytes, block, padded.data() + r * block);
-  std::copy_n(padded.data(), n, data);
-  return absl::OkStatus();
+  // allreduce_scratch_ is used only here, on the communication thread.
+  return TwoStageAllReduce(
+      options_.codec, static_cast<int>(g), data, n, residual, allreduce_scratch_,
+      [comm](const void* in, void* out, size_t b) { return comm->AllToAll(in, out, b); },
+      [comm](const void* in, void* out, size_t b) { return comm->AllGatherBytes(in, out, b); });
 }
 
 void DataParallel::RunEmptyMicroBatch(int num_units) {
@@ -404,7 +387,12 @@ absl::StatusOr<DataParallel::StepResult> DataParallel::FinishStep(double local_l
   if (counts) {
     const std::vector<float>& gr =
         options_.sharding == Sharding::kNoShard ? full_grads_ : shard_grads_;
-    for (float x : gr) sq += static_cast<double>(x) * x;
+    const float* x = gr.data();
+    const size_t count = gr.size();
+    // Vectorised, not threaded: the summation order depends only on the size, never on the
+    // thread count, so a run is reproducible whatever OMP_NUM_THREADS is.
+#pragma omp simd reduction(+ : sq)
+    for (size_t i = 0; i < count; ++i) sq += static_cast<double>(x[i]) * x[i];
   }
   std::vector<float> sums = {static_cast<float>(local_loss), static_cast<float>(sq), flag};
   RM_RETURN_IF_ERROR(AllReduceWorld(&sums));
@@ -558,6 +546,8 @@ MemoryStats DataParallel::memory() const {
                        bytes(shard_grads_) + bytes(opt_->exp_avg()) + bytes(opt_->exp_avg_sq());
   for (const auto& r : residual_rs_) m.persistent_bytes += bytes(r);
   for (const auto& r : residual_ag_) m.persistent_bytes += bytes(r);
+  if (powersgd_ != nullptr) m.persistent_bytes += powersgd_->held_bytes();
+  m.persistent_bytes += allreduce_scratch_.bytes();  // read after the step's queue has drained
   m.peak_transient_bytes = static_cast<size_t>(peak_transient_bytes_.load());
   return m;
 }

@@ -198,6 +198,7 @@ class DataParallel : public UnitAccess<float> {
   std::vector<std::vector<float>> unit_grads_;
   std::vector<std::shared_ptr<Work>> reduce_work_;
   std::vector<float> padded_scratch_;  // shard_grad_op: a unit's gradients, padded
+  TwoStageScratch allreduce_scratch_;  // CompressedAllReduce's buffers (communication thread)
 
   bool training_ = false, last_micro_ = true, backward_ = false;
   std::atomic<int64_t> transient_bytes_{0};
