@@ -653,7 +653,9 @@ void Validate(const JobSpec& s, const Marks* marks, Errors& errors) {
   }
   if (d.powersgd_start_step < -1) {
     bad("distributed.powersgd_start_step",
-        absl::StrCat("must be >= 0 (or -1: the LR warmup), got ", d.powersgd_start_step));
+        absl::StrCat("must be >= 0 (or -1: the LR warmup or the first 10% of steps, whichever is "
+                     "longer), got ",
+                     d.powersgd_start_step));
   }
   if (d.backend == "nccl" && t.device == "cpu") {
     bad("distributed.backend", "nccl needs train.device cuda (or auto); CPU ranks use gloo");

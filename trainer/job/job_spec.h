@@ -73,7 +73,7 @@ struct DistributedSpec {
   std::string sharding = "no_shard";    // full_shard | shard_grad_op | no_shard | hybrid_shard
   std::string compression = "none";     // auto | none | fp16 | bf16 | int8 | powersgd
   int powersgd_rank = 4;                // rank of PowerSGD's factors
-  int64_t powersgd_start_step = -1;     // steps all-reduced exactly first; -1 = the LR warmup
+  int64_t powersgd_start_step = -1;     // steps all-reduced exactly first; -1 = max(LR warmup, 10%)
   std::string backend = "auto";         // auto | nccl | gloo
 };
 

@@ -278,9 +278,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   t->schedule_.total_steps = t->total_steps_;
   t->schedule_.warmup_steps =
       WarmupSteps(job.train.warmup_steps, job.train.warmup_ratio, t->total_steps_);
-  dpo.powersgd_start_step = job.distributed.powersgd_start_step >= 0
-                                ? job.distributed.powersgd_start_step
-                                : t->schedule_.warmup_steps;
+  // Default (-1): exact all-reduces through the LR warmup and at least the first tenth of the
+  // run, where PyTorch's PowerSGD hook advises starting to tune start_powerSGD_iter.
+  dpo.powersgd_start_step =
+      job.distributed.powersgd_start_step >= 0
+          ? job.distributed.powersgd_start_step
+          : std::max<int64_t>(t->schedule_.warmup_steps, t->total_steps_ / 10);
   t->net_ = std::make_unique<BertModel<float>>(t->model_.config, t->model_.layout);
   DataParallelComms comms{dist->world(), dist->intra(), dist->inter()};
   RM_ASSIGN_OR_RETURN(t->dp_,
