@@ -11,7 +11,13 @@
 #
 #   sudo scripts/bench-dist-netns.sh [--ranks 4] [--rate 1gbit|none] [--delay 0.5ms|none]
 #        [--quick] [--out FILE] [--build DIR] [--configs LIST] [--no-collectives] [--no-train]
-#        [--coll-max-bytes B] [--epochs E] [--train-rows N] [--threads T] [--keep] [--cleanup]
+#        [--coll-max-bytes B] [--epochs E] [--train-rows N] [--threads T] [--vocab-size V]
+#        [--keep] [--cleanup]
+#
+# The job: BERT H128 L2 A4 I512, global batch 32 = ranks x micro-batch (32 / ranks, no gradient
+# accumulation). --vocab-size sets the model's vocab_size (default: the generated vocab.txt's
+# ~400 entries); 30522 gives bert-base-uncased's word-embedding table, of which a fine-tuning
+# task touches a few rows, as in real fine-tuning: 17 MiB of fp32 gradients instead of 2 MiB.
 #
 # Needs root (namespaces, veth, tc), iproute2 and python3 (scripts/setup.sh installs both), and
 # a build with build/trainer/ringmaster-trainer and build/trainer/bench_collectives. Everything
@@ -22,7 +28,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RANKS=4 RATE=1gbit DELAY=0.5ms QUICK=0 OUT="$ROOT/docs/performance-distributed.md"
 BUILD="$ROOT/build" CONFIGS="" DO_COLL=1 DO_TRAIN=1 COLL_MAX="" EPOCHS="" TRAIN_ROWS="" THREADS=1
-KEEP=0
+KEEP=0 VOCAB_SIZE=""
 ALL_CONFIGS="no_shard:none no_shard:fp16 no_shard:int8 no_shard:powersgd full_shard:none \
 full_shard:bf16 full_shard:int8 shard_grad_op:none hybrid_shard:none hybrid_shard:powersgd"
 NS_PREFIX=rmb BR_NS=rmbbr SUBNET=10.77.0 BASE_PORT=29600
@@ -46,6 +52,7 @@ while (($#)); do
     --epochs) EPOCHS=${2:?}; shift ;;
     --train-rows) TRAIN_ROWS=${2:?}; shift ;;
     --threads) THREADS=${2:?}; shift ;;
+    --vocab-size) VOCAB_SIZE=${2:?}; shift ;;
     --keep) KEEP=1 ;;
     --cleanup) cleanup_only=1 ;;
     -h | --help) usage 0 ;;
@@ -58,6 +65,9 @@ done
   die "--rate: expected none or e.g. 1gbit, 100mbit, 500kbit (got '$RATE')"
 [[ $DELAY == none || $DELAY =~ ^[0-9]+(\.[0-9]+)?(us|ms|s)$ ]] ||
   die "--delay: expected none or e.g. 0.5ms, 200us (got '$DELAY')"
+[[ -z $VOCAB_SIZE || $VOCAB_SIZE =~ ^[1-9][0-9]*$ ]] || die "--vocab-size must be a positive integer"
+((32 % RANKS == 0)) || die "--ranks must divide the global batch of 32 (2, 4, 8, 16 or 32)"
+MICRO=$((32 / RANKS))
 CONFIGS=${CONFIGS:-$ALL_CONFIGS}
 CONFIGS=${CONFIGS//,/ }
 
@@ -258,10 +268,10 @@ job_yaml() {  # $1 = output dir, $2 = sharding, $3 = compression
 name: bench-dist-netns
 model:
   config: {hidden_size: 128, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 512,
-           max_position_embeddings: 64, hidden_dropout_prob: 0.1, attention_probs_dropout_prob: 0.1}
+           max_position_embeddings: 64, hidden_dropout_prob: 0.1, attention_probs_dropout_prob: 0.1${VOCAB_SIZE:+, vocab_size: $VOCAB_SIZE}}
   vocab: $WORK/data/vocab.txt
 data: {train: $WORK/data/train.tsv, eval: $WORK/data/dev.tsv, max_seq_len: 64, shuffle: true}
-train: {epochs: $EPOCHS, global_batch_size: 32, micro_batch_size: 8, lr: 5.0e-4, warmup_ratio: 0.06,
+train: {epochs: $EPOCHS, global_batch_size: 32, micro_batch_size: $MICRO, lr: 5.0e-4, warmup_ratio: 0.06,
         seed: 42, eval_batch_size: 64}
 output: {dir: $1, checkpoint_every_steps: 0, keep_checkpoints: 1}
 distributed: {sharding: $2, compression: $3}
@@ -311,7 +321,7 @@ fi
 printf '%s\n' "${SHAPING_CMDS[@]}" >"$WORK/shaping.txt"
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1) \
   RANKS=$RANKS RATE=$RATE DELAY=$DELAY DELAY_APPLIED=$DELAY_APPLIED QUICK=$QUICK EPOCHS=$EPOCHS \
-  THREADS=$THREADS TRAIN_ROWS=$TRAIN_ROWS DEV_ROWS=$DEV_ROWS LOAD_START=$LOAD_START \
+  THREADS=$THREADS VOCAB_SIZE=$VOCAB_SIZE MICRO=$MICRO TRAIN_ROWS=$TRAIN_ROWS DEV_ROWS=$DEV_ROWS LOAD_START=$LOAD_START \
   LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg) \
   python3 - "$WORK" "$OUT" <<'PY'
 import json, os, re, sys, datetime
@@ -320,6 +330,7 @@ E = os.environ
 ranks, rate, delay, delay_applied = int(E["RANKS"]), E["RATE"], E["DELAY"], E["DELAY_APPLIED"]
 quick, epochs, threads = int(E["QUICK"]), E["EPOCHS"], E["THREADS"]
 train_rows, dev_rows = E["TRAIN_ROWS"], E["DEV_ROWS"]
+vocab_size, micro = E["VOCAB_SIZE"], int(E["MICRO"])
 cpu, nproc = E["CPU"], os.cpu_count()
 mem = next(f"{int(l.split()[1]) / 2**20:.0f} GiB" for l in open("/proc/meminfo") if l.startswith("MemTotal"))
 shaping = [l for l in open(os.path.join(work, "shaping.txt")).read().splitlines() if l.strip()]
@@ -331,11 +342,13 @@ def human(b):
     return f"{b} B"
 
 lines = []
-key = f"ranks={ranks} rate={rate} delay={delay}" + (" quick" if quick else "")
+key = (f"ranks={ranks} rate={rate} delay={delay}" + (f" vocab={vocab_size}" if vocab_size else "")
+       + (" quick" if quick else ""))
 today = datetime.date.today().isoformat()
 lines.append(f"<!-- bench-dist-netns: {key} -->")
 lines.append(f"### {ranks} ranks, link {rate if rate != 'none' else 'unshaped'}, "
              f"delay {delay_applied if delay_applied != 'none' else 'none'}"
+             f"{f', vocab_size {vocab_size}' if vocab_size else ''}"
              f"{' (--quick)' if quick else ''} — measured {today}")
 lines.append("")
 lines.append(f"- Machine: {nproc} cores ({cpu}), {mem}, kernel {os.uname().release}; "
@@ -358,7 +371,8 @@ if mine:
     lines.append("- tc, for rank 0's link (the others alike): " +
                  "; ".join(f"`{c}`" for c in mine))
 lines.append(f"- Command: `sudo scripts/bench-dist-netns.sh --ranks {ranks} --rate {rate} "
-             f"--delay {delay}{' --quick' if quick else ''}`")
+             f"--delay {delay}{f' --vocab-size {vocab_size}' if vocab_size else ''}"
+             f"{' --quick' if quick else ''}`")
 lines.append("")
 
 coll = os.path.join(work, "collectives.json")
@@ -410,9 +424,11 @@ base = {r["sharding"]: r for r in rows if r["ok"] and r["compression"] == "none"
 if rows:
     lines.append("#### Training (same job under each sharding x compression)")
     lines.append("")
-    lines.append(f"Job: BERT H128 L2 A4 I512, max_seq_len 64, generated data ({train_rows} train / "
-                 f"{dev_rows} dev rows, seed 7), {epochs} epoch(s), global batch 32 = {ranks} ranks "
-                 f"x micro-batch 8, AdamW lr 5e-4, dropout 0.1, seed 42. hybrid_shard: 2 nodes x "
+    vocab = (f"vocab_size {vocab_size} (the data uses the generated vocab.txt's first rows)"
+             if vocab_size else "vocab_size from the generated vocab.txt")
+    lines.append(f"Job: BERT H128 L2 A4 I512, {vocab}, max_seq_len 64, generated data ({train_rows} "
+                 f"train / {dev_rows} dev rows, seed 7), {epochs} epoch(s), global batch 32 = {ranks} "
+                 f"ranks x micro-batch {micro}, AdamW lr 5e-4, dropout 0.1, seed 42. hybrid_shard: 2 nodes x "
                  f"{ranks // 2} ranks, a node's ranks share one namespace (intra-node traffic on "
                  f"its loopback, unshaped).")
     lines.append("")
