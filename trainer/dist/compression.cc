@@ -322,14 +322,19 @@ void DecodeAdd(WireCodec c, const uint8_t* in, size_t n, float* acc) {
   DecodeImpl<true>(c, in, n, acc);
 }
 
+namespace {
+// The floats of each rank's block in TwoStageAllReduce: ceil(n / g).
+size_t TwoStageBlock(size_t n, int g) {
+  return (n + static_cast<size_t>(g) - 1) / static_cast<size_t>(g);
+}
+}  // namespace
+
 size_t TwoStageResidualFloats(size_t n, int g) {
-  const size_t block = (n + static_cast<size_t>(g) - 1) / static_cast<size_t>(g);
-  return block * static_cast<size_t>(g) + block;
+  return TwoStageBlock(n, g) * (static_cast<size_t>(g) + 1);
 }
 
 size_t TwoStageWireBytes(WireCodec codec, size_t n, int g) {
-  const size_t gs = static_cast<size_t>(g);
-  return 2 * EncodedBytes(codec, (n + gs - 1) / gs) * (gs - 1);
+  return 2 * EncodedBytes(codec, TwoStageBlock(n, g)) * (static_cast<size_t>(g) - 1);
 }
 
 absl::Status TwoStageAllReduce(WireCodec codec, int g, float* data, size_t n, float* residual,
@@ -337,7 +342,7 @@ absl::Status TwoStageAllReduce(WireCodec codec, int g, float* data, size_t n, fl
                                const AllGatherFn& all_gather) {
   if (g < 1) return absl::InvalidArgumentError(absl::StrCat("TwoStageAllReduce: g = ", g));
   const size_t gs = static_cast<size_t>(g);
-  const size_t block = (n + gs - 1) / gs;
+  const size_t block = TwoStageBlock(n, g);
   const size_t bytes = EncodedBytes(codec, block);
   sc.send.resize(bytes * gs);
   sc.recv.resize(bytes * gs);

@@ -54,8 +54,8 @@ void Decode(WireCodec c, const uint8_t* in, size_t n, float* out);
 // acc[0..n) += decoded values.
 void DecodeAdd(WireCodec c, const uint8_t* in, size_t n, float* acc);
 
-// An all-reduce (sum) whose every byte on the wire is encoded with `codec` (not kNone), for g
-// ranks each calling it with its own data[0..n):
+// An all-reduce (sum) whose every byte on the wire is encoded with `codec`, for g ranks each
+// calling it with its own data[0..n) (kNone sends fp32 exactly: the sum in rank order):
 //   stage 1, reduce-scatter: data is cut into g blocks of block = ceil(n/g) floats (the last
 //     ones zero-padded past n); block r is encoded for rank r, exchanged with one all-to-all,
 //     and rank r sums the g decoded copies of its block;

@@ -152,7 +152,9 @@ TEST(TwoStageAllReduceTest, Int8ErrorFeedbackDeliversWhatRoundingDrops) {
     for (size_t i = 0; i < n; ++i) {
       base[i] = i % 64 == 0 ? kBig : 0.05f + 0.05f * static_cast<float>(i % 7) / 6.0f;
     }
-    const double held = g * (kBig / 127.0) / 2 + g * (g * kBig / 127.0) / 2 / g + 1e-3;
+    // Stage 1: g residuals of at most half a step (kBig/127) each; stage 2: half a step of the
+    // sum, whose block maximum is g·kBig. Together g·kBig/127.
+    const double held = g * kBig / 127.0 + 1e-3;
     for (bool feedback : {true, false}) {
       ThreadWorld world(g);
       std::vector<double> delivered(n, 0.0);  // rank 0's totals
