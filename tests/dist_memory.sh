@@ -7,7 +7,9 @@
 # for backward, whatever N) stays under half of the full parameters + gradients at every N.
 # (Comparing it with the single-rank run's peak was flaky: whether a prefetch overlaps the
 # previous unit's release depends on timing, 599,808 or 799,744 bytes here.)
-# no_shard, for contrast, keeps the full state on every rank.
+# no_shard, for contrast, keeps the full state on every rank: never less than one rank's, plus
+# at most a quarter for the all-reduce's buffers, which are reused from step to step (zero-block
+# skipping's send/receive buffers; measured 13% at N = 2 and 12% at N = 4).
 set -euo pipefail
 T=${TRAINER:?}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -65,8 +67,10 @@ for world in 2 4; do
       fail=1
     fi
   done
-  if ((persistent[no_shard_w$world/0] != persistent[no_shard_w1/0])); then
-    echo "FAIL: no_shard state changed with the world size"
+  p=${persistent[no_shard_w$world/0]} one_ns=${persistent[no_shard_w1/0]}
+  if ((p < one_ns || p * 4 > one_ns * 5)); then
+    echo "FAIL: no_shard world $world holds $p bytes: not the full state ($one_ns) plus at most" \
+      "a quarter for the all-reduce's buffers"
     fail=1
   fi
 done

@@ -181,15 +181,19 @@ RM_NO_FP_CONTRACT void EncodeInt8(const float* x, size_t n, float* residual, uin
     const bool finite = amax_bits <= 0x7f7fffff;  // FLT_MAX
     const float amax = std::bit_cast<float>(amax_bits);
     // A non-finite block gets a NaN scale and zero codes: it decodes to NaN (visible overflow).
-    const float scale = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+    const bool tiny = finite && amax < std::numeric_limits<float>::min();
+    const float scale = !finite ? std::numeric_limits<float>::quiet_NaN()
+                        : tiny  ? 0.0f
+                                : amax / 127.0f;
     StoreF32(out + 4 * b, scale);
     int8_t* c = reinterpret_cast<int8_t*>(codes + begin);
-    if (!finite || scale == 0.0f) {
-      // All-zero block (or one whose scale underflows to 0): every code is 0.
+    if (!finite || tiny) {
+      // All-zero block, or one whose every |y| is subnormal (< 2^-126): every code is 0 and the
+      // residual is cleared. Values that small move no weight, and carrying them would keep a
+      // block non-zero (and sent by zero-chunk skipping) forever: with scale = amax/127 they
+      // never round away.
       std::memset(c, 0, len);
-      if (residual != nullptr) {
-        for (size_t i = 0; i < len; ++i) residual[begin + i] = finite ? y[i] : 0.0f;
-      }
+      if (residual != nullptr) std::fill_n(residual + begin, len, 0.0f);
       continue;
     }
     for (size_t i = 0; i < len; ++i) {
@@ -323,63 +327,152 @@ void DecodeAdd(WireCodec c, const uint8_t* in, size_t n, float* acc) {
 }
 
 namespace {
-// The floats of each rank's block in TwoStageAllReduce: ceil(n / g).
-size_t TwoStageBlock(size_t n, int g) {
-  return (n + static_cast<size_t>(g) - 1) / static_cast<size_t>(g);
+constexpr size_t kChunk = kInt8BlockSize;  // TwoStageAllReduce's unit of skipping and encoding
+
+size_t CeilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// True when data[0..len) or residual[0..len) (when given) holds a value that is not ±0 (NaN
+// included).
+bool ChunkIsNonZero(const float* data, const float* residual, size_t len) {
+  for (size_t i = 0; i < len; ++i) {
+    if (data[i] != 0.0f) return true;
+  }
+  if (residual != nullptr) {
+    for (size_t i = 0; i < len; ++i) {
+      if (residual[i] != 0.0f) return true;
+    }
+  }
+  return false;
 }
 }  // namespace
 
-size_t TwoStageResidualFloats(size_t n, int g) {
-  return TwoStageBlock(n, g) * (static_cast<size_t>(g) + 1);
+size_t TwoStageWireBytes(WireCodec codec, size_t active, size_t chunks, int g, bool skip) {
+  const size_t peers = static_cast<size_t>(g) - 1;
+  if (peers == 0) return 0;
+  const size_t per = CeilDiv(active, static_cast<size_t>(g));
+  return 2 * EncodedBytes(codec, per * kChunk) * peers + (skip ? CeilDiv(chunks, 8) * peers : 0);
 }
 
-size_t TwoStageWireBytes(WireCodec codec, size_t n, int g) {
-  return 2 * EncodedBytes(codec, TwoStageBlock(n, g)) * (static_cast<size_t>(g) - 1);
-}
-
-absl::Status TwoStageAllReduce(WireCodec codec, int g, float* data, size_t n, float* residual,
-                               TwoStageScratch& sc, const AllToAllFn& all_to_all,
-                               const AllGatherFn& all_gather) {
-  if (g < 1) return absl::InvalidArgumentError(absl::StrCat("TwoStageAllReduce: g = ", g));
+absl::Status TwoStageAllReduce(WireCodec codec, int g, int rank, float* data, size_t n,
+                               float* residual, bool skip, TwoStageScratch& sc,
+                               const AllToAllFn& all_to_all, const AllGatherFn& all_gather,
+                               TwoStageStats* stats) {
+  if (g < 1 || rank < 0 || rank >= g) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TwoStageAllReduce: rank ", rank, " of ", g, " ranks"));
+  }
   const size_t gs = static_cast<size_t>(g);
-  const size_t block = TwoStageBlock(n, g);
-  const size_t bytes = EncodedBytes(codec, block);
+  const size_t me = static_cast<size_t>(rank);
+  const size_t chunks = CeilDiv(n, kChunk);
+  auto chunk_len = [&](size_t c) { return std::min(kChunk, n - c * kChunk); };
+
+  // Which chunks take part: all of them, or those some rank has a non-zero value in.
+  sc.active.clear();
+  if (skip) {
+    const size_t mask_bytes = CeilDiv(chunks, 8);
+    sc.mask.assign(mask_bytes, 0);
+    for (size_t c = 0; c < chunks; ++c) {
+      const float* res = residual != nullptr ? residual + c * kChunk : nullptr;
+      if (ChunkIsNonZero(data + c * kChunk, res, chunk_len(c))) {
+        sc.mask[c / 8] |= static_cast<uint8_t>(1u << (c % 8));
+      }
+    }
+    sc.masks.resize(mask_bytes * gs);
+    if (mask_bytes > 0) RM_RETURN_IF_ERROR(all_gather(sc.mask.data(), sc.masks.data(), mask_bytes));
+    for (size_t r = 1; r < gs; ++r) {
+      for (size_t i = 0; i < mask_bytes; ++i) sc.masks[i] |= sc.masks[r * mask_bytes + i];
+    }
+    for (size_t c = 0; c < chunks; ++c) {
+      if ((sc.masks[c / 8] >> (c % 8)) & 1u) sc.active.push_back(static_cast<uint32_t>(c));
+    }
+  } else {
+    sc.active.resize(chunks);
+    for (size_t c = 0; c < chunks; ++c) sc.active[c] = static_cast<uint32_t>(c);
+  }
+  const size_t m = sc.active.size();
+  if (stats != nullptr) {
+    stats->chunks = chunks;
+    stats->active_chunks = m;
+    stats->wire_bytes = TwoStageWireBytes(codec, m, chunks, g, skip);
+  }
+  if (m == 0) return absl::OkStatus();  // zero everywhere: the sum is data as it is
+
+  const size_t per = CeilDiv(m, gs);              // chunks per rank's run
+  const size_t cb = EncodedBytes(codec, kChunk);  // bytes per encoded chunk
+  const size_t bytes = per * cb;                  // bytes per rank's run
   sc.send.resize(bytes * gs);
   sc.recv.resize(bytes * gs);
-  sc.sum.resize(block);
-  sc.tail.resize(block);
-  float* res1 = residual;
-  float* res2 = residual != nullptr ? residual + block * gs : nullptr;
-  // Block r is data[r·block, (r+1)·block); the elements of it inside data (0 when it lies
-  // wholly in the padding). Full blocks are encoded from and decoded into data directly.
-  auto in_data = [&](size_t r) { return r * block >= n ? 0 : std::min(block, n - r * block); };
-  // Stage 1, reduce-scatter.
-  for (size_t r = 0; r < gs; ++r) {
-    const size_t len = in_data(r);
-    const float* src = data + r * block;
-    if (len < block) {
-      std::copy_n(src, len, sc.tail.data());
-      std::fill(sc.tail.begin() + static_cast<ptrdiff_t>(len), sc.tail.end(), 0.0f);
-      src = sc.tail.data();
+  sc.sum.resize(per * kChunk);
+  sc.tail.resize(kChunk);
+  sc.tail_residual.resize(kChunk);
+  // Encodes chunk c (+ its residual, updated) into out; a short last chunk goes through the
+  // zero-padded tail buffers.
+  auto encode_chunk = [&](size_t c, uint8_t* out) {
+    const size_t len = chunk_len(c);
+    float* src = data + c * kChunk;
+    float* res = residual != nullptr ? residual + c * kChunk : nullptr;
+    if (len == kChunk) {
+      Encode(codec, src, kChunk, res, out);
+      return;
     }
-    Encode(codec, src, block, res1 != nullptr ? res1 + r * block : nullptr,
-           sc.send.data() + r * bytes);
+    std::fill(std::copy_n(src, len, sc.tail.begin()), sc.tail.end(), 0.0f);
+    float* tail_res = nullptr;
+    if (res != nullptr) {
+      std::fill(std::copy_n(res, len, sc.tail_residual.begin()), sc.tail_residual.end(), 0.0f);
+      tail_res = sc.tail_residual.data();
+    }
+    Encode(codec, sc.tail.data(), kChunk, tail_res, out);
+    if (res != nullptr) std::copy_n(sc.tail_residual.data(), len, res);
+  };
+
+  // Stage 1, reduce-scatter: run r = active chunks [r·per, (r+1)·per) goes to rank r. All-zero
+  // bytes decode to +0 in every codec, so padding chunks are zero-filled.
+  for (size_t v = 0; v < per * gs; ++v) {
+    uint8_t* out = sc.send.data() + v * cb;
+    if (v < m) {
+      encode_chunk(sc.active[v], out);
+    } else {
+      std::memset(out, 0, cb);
+    }
   }
   RM_RETURN_IF_ERROR(all_to_all(sc.send.data(), sc.recv.data(), bytes));
-  Decode(codec, sc.recv.data(), block, sc.sum.data());
-  for (size_t r = 1; r < gs; ++r)
-    DecodeAdd(codec, sc.recv.data() + r * bytes, block, sc.sum.data());
-  // Stage 2, all-gather of the encoded sums (the owner keeps this stage's residual).
+  for (size_t k = 0; k < per; ++k) {
+    Decode(codec, sc.recv.data() + k * cb, kChunk, sc.sum.data() + k * kChunk);
+    for (size_t r = 1; r < gs; ++r) {
+      DecodeAdd(codec, sc.recv.data() + r * bytes + k * cb, kChunk, sc.sum.data() + k * kChunk);
+    }
+  }
+
+  // Stage 2, all-gather of the encoded sums. The owner's rounding error of a sum goes into its
+  // residual at that chunk's positions.
   uint8_t* mine = sc.send.data();  // stage 1's send buffer is free again
-  Encode(codec, sc.sum.data(), block, res2, mine);
+  for (size_t k = 0; k < per; ++k) {
+    const size_t v = me * per + k;
+    float* sum = sc.sum.data() + k * kChunk;
+    if (residual == nullptr || v >= m) {
+      Encode(codec, sum, kChunk, nullptr, mine + k * cb);
+      continue;
+    }
+    std::fill(sc.tail_residual.begin(), sc.tail_residual.end(), 0.0f);
+    Encode(codec, sum, kChunk, sc.tail_residual.data(), mine + k * cb);
+    const size_t c = sc.active[v];
+    float* res = residual + c * kChunk;
+    for (size_t i = 0, len = chunk_len(c); i < len; ++i) res[i] += sc.tail_residual[i];
+  }
   RM_RETURN_IF_ERROR(all_gather(mine, sc.recv.data(), bytes));
   for (size_t r = 0; r < gs; ++r) {
-    const size_t len = in_data(r);
-    if (len == block) {
-      Decode(codec, sc.recv.data() + r * bytes, block, data + r * block);
-    } else if (len > 0) {
-      Decode(codec, sc.recv.data() + r * bytes, block, sc.tail.data());
-      std::copy_n(sc.tail.data(), len, data + r * block);
+    for (size_t k = 0; k < per; ++k) {
+      const size_t v = r * per + k;
+      if (v >= m) break;
+      const size_t c = sc.active[v];
+      const size_t len = chunk_len(c);
+      const uint8_t* in = sc.recv.data() + r * bytes + k * cb;
+      if (len == kChunk) {
+        Decode(codec, in, kChunk, data + c * kChunk);
+      } else {
+        Decode(codec, in, kChunk, sc.tail.data());
+        std::copy_n(sc.tail.data(), len, data + c * kChunk);
+      }
     }
   }
   return absl::OkStatus();

@@ -27,10 +27,11 @@ namespace ringmaster::trainer {
 //  - kBf16: n bfloat16 values (top 16 bits of the fp32, round-to-nearest-even); NaN stays NaN.
 //    bf16 has fp32's range, so only values within half a bf16 ulp of FLT_MAX round to inf.
 //  - kInt8: blocks of kInt8BlockSize elements (the last one may be shorter). First all block
-//    scales (fp32, scale = max|y| / 127 over the block; an all-zero block has scale 0), then the
-//    n int8 codes, code = round-half-away-from-zero(y / scale) clamped to [-127, 127]. Decode is
-//    code * scale. A block containing inf or NaN gets a non-finite scale and decodes to NaN, so
-//    an overflow stays visible instead of being silently dropped.
+//    scales (fp32, scale = max|y| / 127 over the block; a block whose max |y| is 0 or subnormal,
+//    below 2^-126, has scale 0 and is sent as zeros, its residual cleared), then the n int8 codes,
+//    code = round-half-away-from-zero(y / scale) clamped to [-127, 127]. Decode is code * scale. A
+//    block containing inf or NaN gets a non-finite scale and decodes to NaN, so an overflow stays
+//    visible instead of being silently dropped.
 enum class WireCodec { kNone, kFp16, kBf16, kInt8 };
 
 // "none", "fp16", "bf16", "int8" (exact, lower case); anything else is InvalidArgument.
@@ -55,34 +56,59 @@ void Decode(WireCodec c, const uint8_t* in, size_t n, float* out);
 void DecodeAdd(WireCodec c, const uint8_t* in, size_t n, float* acc);
 
 // An all-reduce (sum) whose every byte on the wire is encoded with `codec`, for g ranks each
-// calling it with its own data[0..n) (kNone sends fp32 exactly: the sum in rank order):
-//   stage 1, reduce-scatter: data is cut into g blocks of block = ceil(n/g) floats (the last
-//     ones zero-padded past n); block r is encoded for rank r, exchanged with one all-to-all,
-//     and rank r sums the g decoded copies of its block;
-//   stage 2, all-gather: each rank encodes its sum, an all-gather shares them, and every rank
-//     decodes all g into data. Every rank ends with the same bits.
-// With `residual` (block·g + block floats, zero at first, kept across calls) each stage carries
-// its quantisation error into the next call: block·g for what this rank sent in stage 1, block
-// for the sum it owns in stage 2. data is written only after both collectives succeeded.
+// calling it with its own data[0..n) (kNone sends fp32 exactly: the sum in rank order).
+//
+// data is cut into chunks of kInt8BlockSize floats (the last one may be shorter); the chunks
+// taking part are the "active" ones, m of them, and every chunk is encoded on its own (for int8:
+// one scale and 256 codes, i.e. an int8 block). The m active chunks, in order, are dealt out to
+// the ranks in runs of per = ceil(m/g) (the last runs padded with zero chunks):
+//   stage 1, reduce-scatter: each rank encodes run r for rank r, one all-to-all exchanges them,
+//     and rank r sums the g decoded copies of its run (in rank order);
+//   stage 2, all-gather: each rank encodes its sums, an all-gather shares them, and every rank
+//     decodes all g runs into data. Every rank ends with the same bits.
+// Zero-chunk skipping (`skip_zero_chunks`): first an all-gather of one bit per chunk ("this rank
+// has a non-zero value, or residual, in it"); a chunk is active when any rank set its bit. A
+// chunk that is zero on every rank sums to zero exactly, so it is neither sent nor written:
+// lossless. It pays for gradients with rows that are zero (an embedding table, whose rows for
+// tokens not in the batch get no gradient). Without skipping every chunk is active and there is
+// no extra round. Every rank must pass the same `skip_zero_chunks`.
+//
+// With `residual` (n floats, zero at first, kept across calls: error feedback) the quantisation
+// error of both stages is carried into the next call: stage 1's for what this rank sent, stage
+// 2's for the sums this rank owned (added at their positions; the sum is linear, so it arrives
+// when any rank sends it). data is written only after both collectives succeeded; residual may
+// already have been updated when a collective fails (the step is lost with it).
 // `all_to_all(send, recv, bytes_per_rank)` and `all_gather(in, out, bytes_per_rank)` are the
 // collectives (every rank calls them in the same order with the same sizes). The buffers in
 // `scratch` are reused from call to call, so a caller that keeps it allocates nothing per step.
 struct TwoStageScratch {
   std::vector<uint8_t> send, recv;
-  std::vector<float> sum, tail;
+  std::vector<float> sum, tail, tail_residual;
+  std::vector<uint8_t> mask, masks;
+  std::vector<uint32_t> active;
   size_t bytes() const {
-    return send.capacity() + recv.capacity() + (sum.capacity() + tail.capacity()) * sizeof(float);
+    return send.capacity() + recv.capacity() + mask.capacity() + masks.capacity() +
+           (sum.capacity() + tail.capacity() + tail_residual.capacity()) * sizeof(float) +
+           active.capacity() * sizeof(uint32_t);
   }
+};
+// What one call did, identical on every rank.
+struct TwoStageStats {
+  size_t chunks = 0;         // ceil(n / kInt8BlockSize)
+  size_t active_chunks = 0;  // chunks sent (all of them without skipping)
+  size_t wire_bytes = 0;     // bytes this rank sent, the bit masks included
 };
 using AllToAllFn = std::function<absl::Status(const void* in, void* out, size_t bytes_per_rank)>;
 using AllGatherFn = std::function<absl::Status(const void* in, void* out, size_t bytes_per_rank)>;
-// Floats of residual TwoStageAllReduce needs for n floats over g ranks.
-size_t TwoStageResidualFloats(size_t n, int g);
-// Bytes each rank sends: 2 (g - 1) EncodedBytes(codec, ceil(n/g)).
-size_t TwoStageWireBytes(WireCodec codec, size_t n, int g);
-absl::Status TwoStageAllReduce(WireCodec codec, int g, float* data, size_t n, float* residual,
-                               TwoStageScratch& scratch, const AllToAllFn& all_to_all,
-                               const AllGatherFn& all_gather);
+// Floats of residual TwoStageAllReduce needs for n floats: n.
+inline size_t TwoStageResidualFloats(size_t n) { return n; }
+// Bytes each rank sends when `active` chunks take part: 2 (g - 1) EncodedBytes(codec, per·256),
+// per = ceil(active / g); plus (g - 1) ceil(chunks / 8) for the masks when skipping.
+size_t TwoStageWireBytes(WireCodec codec, size_t active, size_t chunks, int g, bool skip);
+absl::Status TwoStageAllReduce(WireCodec codec, int g, int rank, float* data, size_t n,
+                               float* residual, bool skip_zero_chunks, TwoStageScratch& scratch,
+                               const AllToAllFn& all_to_all, const AllGatherFn& all_gather,
+                               TwoStageStats* stats = nullptr);
 
 // ---------------------------------------------------------------------------------------------
 // Part 2: PowerSGD (Vogels, Karimireddy & Jaggi, 2019) with sum semantics.

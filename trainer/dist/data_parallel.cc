@@ -97,6 +97,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
     for (size_t u = 0; u < U; ++u) dp->residual_rs_[u].assign(dp->units_[u].shard * g, 0.0f);
   }
   if (options.codec == WireCodec::kInt8) dp->residual_ag_.resize(U + 1);
+  dp->skip_probe_.resize(U + 1 + kPowerSgdCalls);
 
   if (options.sharding == Sharding::kNoShard) {
     dp->full_params_.assign(initial, initial + layout.total);
@@ -297,25 +298,58 @@ absl::Status DataParallel::ReduceScatterUnit(int unit, const float* padded) {
 absl::Status DataParallel::CompressedAllReduce(Communicator* comm, float* data, size_t n, int key) {
   const size_t g = static_cast<size_t>(comm->size());
   counters_.reduce_raw_bytes += 2 * n * sizeof(float) * (g - 1) / g;
-  if (options_.codec == WireCodec::kNone || g == 1) {
+  return ReplicatedAllReduce(comm, options_.codec, data, n, key);
+}
+
+absl::Status DataParallel::ReplicatedAllReduce(Communicator* comm, WireCodec codec, float* data,
+                                               size_t n, int key) {
+  const size_t g = static_cast<size_t>(comm->size());
+  // Zero-block skipping costs a small all-gather; a key whose blocks were (nearly) all in use at
+  // its last probe skips the probe, and probes again after kReprobeCalls calls. The state is
+  // the same on every rank (it comes from the shared masks), so all ranks decide alike.
+  SkipProbe& probe = skip_probe_[static_cast<size_t>(key + 1)];
+  const bool skip =
+      g > 1 && options_.skip_zero_blocks && (probe.sparse || probe.dense_calls >= kReprobeCalls);
+  if (g == 1 || (codec == WireCodec::kNone && !skip)) {
+    // Uncompressed and dense: the backend's own all-reduce (a ring in Gloo, NCCL's).
+    ++probe.dense_calls;
     counters_.reduce_wire_bytes += 2 * n * sizeof(float) * (g - 1) / g;
     return comm->AllReduceSum(data, n);
   }
-  counters_.reduce_wire_bytes += TwoStageWireBytes(options_.codec, n, static_cast<int>(g));
-  // Residual keys: units use residual_rs_ for stage 1 (sized to the unit's padded shard·g,
-  // which differs from block·g here), so all-reduce residuals live in residual_ag_.
+  // Residual keys: units use residual_rs_ for reduce-scatter (sized to the unit's padded
+  // shard·g), so all-reduce residuals live in residual_ag_.
   float* residual = nullptr;
-  if (options_.codec == WireCodec::kInt8) {
+  if (codec == WireCodec::kInt8) {
     std::vector<float>& r = residual_ag_[static_cast<size_t>(key + 1)];
-    const size_t floats = TwoStageResidualFloats(n, static_cast<int>(g));
-    if (r.size() != floats) r.assign(floats, 0.0f);
+    if (r.size() != TwoStageResidualFloats(n)) r.assign(TwoStageResidualFloats(n), 0.0f);
     residual = r.data();
   }
+  TwoStageStats stats;
   // allreduce_scratch_ is used only here, on the communication thread.
-  return TwoStageAllReduce(
-      options_.codec, static_cast<int>(g), data, n, residual, allreduce_scratch_,
+  RM_RETURN_IF_ERROR(TwoStageAllReduce(
+      codec, static_cast<int>(g), comm->rank(), data, n, residual, skip, allreduce_scratch_,
       [comm](const void* in, void* out, size_t b) { return comm->AllToAll(in, out, b); },
-      [comm](const void* in, void* out, size_t b) { return comm->AllGatherBytes(in, out, b); });
+      [comm](const void* in, void* out, size_t b) { return comm->AllGatherBytes(in, out, b); },
+      &stats));
+  counters_.reduce_wire_bytes += stats.wire_bytes;
+  if (skip) {
+    probe.sparse = stats.active_chunks * 4 < stats.chunks * 3;  // under 75% in use
+    probe.dense_calls = 0;
+  } else {
+    ++probe.dense_calls;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DataParallel::PowerSgdAllReduce(Communicator* comm, float* grads) {
+  // PowerSGD's all-reduces (exact part, P, Q', in that order) are uncompressed and skip zero
+  // blocks: P has a zero row for every zero row of a matrix, such as an embedding table's
+  // untouched rows. Each call position has its own skip key.
+  int call = 0;
+  const int first_key = static_cast<int>(units_.size());
+  return powersgd_->AllReduce(grads, comm->size(), [&](float* d, size_t n) {
+    return ReplicatedAllReduce(comm, WireCodec::kNone, d, n, first_key + call++);
+  });
 }
 
 void DataParallel::RunEmptyMicroBatch(int num_units) {
@@ -357,10 +391,7 @@ absl::StatusOr<DataParallel::StepResult> DataParallel::FinishStep(double local_l
     RM_RETURN_IF_ERROR(queue_.Run([&] {
       const int g = comms_.world->size();
       counters_.reduce_raw_bytes += allreduce_bytes(full_grads_.size(), g);
-      counters_.reduce_wire_bytes += allreduce_bytes(powersgd_->wire_floats_per_call(), g);
-      return powersgd_->AllReduce(
-          full_grads_.data(), comms_.world->size(),
-          [&](float* d, size_t n) { return comms_.world->AllReduceSum(d, n); });
+      return PowerSgdAllReduce(comms_.world, full_grads_.data());
     }));
   }
   if (hybrid) {
@@ -368,10 +399,7 @@ absl::StatusOr<DataParallel::StepResult> DataParallel::FinishStep(double local_l
       if (PowerSgdNow()) {
         const int g = comms_.inter->size();
         counters_.reduce_raw_bytes += allreduce_bytes(shard_grads_.size(), g);
-        counters_.reduce_wire_bytes += allreduce_bytes(powersgd_->wire_floats_per_call(), g);
-        return powersgd_->AllReduce(
-            shard_grads_.data(), comms_.inter->size(),
-            [&](float* d, size_t n) { return comms_.inter->AllReduceSum(d, n); });
+        return PowerSgdAllReduce(comms_.inter, shard_grads_.data());
       }
       return CompressedAllReduce(comms_.inter, shard_grads_.data(), shard_grads_.size(),
                                  kKeyHybridInter);

@@ -64,6 +64,10 @@ struct DataParallelOptions {
   // Optimizer steps all-reduced exactly before PowerSGD takes over (as PyTorch's
   // start_powerSGD_iter: early gradients change too fast for a warm-started low-rank basis).
   int64_t powersgd_start_step = 0;
+  // All-reduces of replicated gradients (no_shard; hybrid_shard across nodes) skip 256-value
+  // blocks that are zero on every rank (lossless; see TwoStageAllReduce), for every codec. An
+  // uncompressed all-reduce found dense uses the backend's all-reduce. Every rank must agree.
+  bool skip_zero_blocks = true;
   AdamWOptions adam;
   uint64_t seed = 0;  // PowerSGD's initial Q
 };
@@ -172,8 +176,15 @@ class DataParallel : public UnitAccess<float> {
   // Reduce-scatters `padded` (shard·group floats of unit `unit`) into the unit's shard of
   // shard_grads_ (accumulating), with the configured codec.
   absl::Status ReduceScatterUnit(int unit, const float* padded);
-  // Sum-all-reduce of data[0..n) over `comm` with codec compression; residuals by key.
+  // Sum-all-reduce of data[0..n) over `comm` with the configured codec; residuals and
+  // zero-block skipping state by key (-1 = hybrid_shard's cross-node all-reduce, 0..U-1 = units,
+  // U.. = PowerSGD's all-reduces). Counts raw and wire bytes.
   absl::Status CompressedAllReduce(Communicator* comm, float* data, size_t n, int key);
+  // The same with `codec`, counting wire bytes only.
+  absl::Status ReplicatedAllReduce(Communicator* comm, WireCodec codec, float* data, size_t n,
+                                   int key);
+  // PowerSGD over `comm` on grads (PowerSgd::raw_floats()), its all-reduces skipping zero blocks.
+  absl::Status PowerSgdAllReduce(Communicator* comm, float* grads);
   void Track(ptrdiff_t delta);
 
   ParamLayout layout_;
@@ -189,7 +200,7 @@ class DataParallel : public UnitAccess<float> {
   std::vector<float> shard_params_, shard_grads_;  // every strategy but no_shard
   std::unique_ptr<AdamW> opt_;
   std::vector<std::vector<float>> residual_rs_;  // int8 error feedback, per unit (padded)
-  std::vector<std::vector<float>> residual_ag_;  // int8 error feedback, second stage, per key
+  std::vector<std::vector<float>> residual_ag_;  // int8 error feedback of all-reduces, per key
   std::unique_ptr<PowerSgd> powersgd_;
 
   // Per-unit transient state (full_shard / hybrid_shard).
@@ -199,6 +210,15 @@ class DataParallel : public UnitAccess<float> {
   std::vector<std::shared_ptr<Work>> reduce_work_;
   std::vector<float> padded_scratch_;  // shard_grad_op: a unit's gradients, padded
   TwoStageScratch allreduce_scratch_;  // CompressedAllReduce's buffers (communication thread)
+  // Zero-block skipping, per all-reduce key: whether the last probe found the key's gradient
+  // sparse, and calls since it (communication thread).
+  struct SkipProbe {
+    bool sparse = true;  // probe on the first call
+    int dense_calls = 0;
+  };
+  static constexpr int kReprobeCalls = 64;
+  static constexpr int kPowerSgdCalls = 3;  // PowerSgd::AllReduce's all-reduces per call
+  std::vector<SkipProbe> skip_probe_;
 
   bool training_ = false, last_micro_ = true, backward_ = false;
   std::atomic<int64_t> transient_bytes_{0};

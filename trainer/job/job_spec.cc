@@ -468,6 +468,7 @@ void ParseDistributed(MapReader& root, JobSpec& spec, Errors& errors, Marks& mar
   m.Get("compression", &d.compression, ToString);
   m.Get("powersgd_rank", &d.powersgd_rank, ToInt);
   m.Get("powersgd_start_step", &d.powersgd_start_step, ToInt64);
+  m.Get("skip_zero_blocks", &d.skip_zero_blocks, ToBool);
   m.Get("backend", &d.backend, ToString);
   m.ReportUnknown();
 }

@@ -74,6 +74,7 @@ struct DistributedSpec {
   std::string compression = "none";     // auto | none | fp16 | bf16 | int8 | powersgd
   int powersgd_rank = 4;                // rank of PowerSGD's factors
   int64_t powersgd_start_step = -1;     // steps all-reduced exactly first; -1 = max(LR warmup, 10%)
+  bool skip_zero_blocks = true;         // all-reduces skip 256-value blocks zero on every rank
   std::string backend = "auto";         // auto | nccl | gloo
 };
 

@@ -184,6 +184,9 @@ TEST(JobSpecTest, LargeIntegerAndExponentForms) {
   EXPECT_EQ(spec->train.seed, 18446744073709551615ull);
   EXPECT_THAT(ErrorOf(std::string(kMinimal) + "train:\n  epochs: 99999999999\n"),
               HasSubstr("train.epochs: 99999999999 is out of range"));
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "distributed:\n  skip_zero_blocks: sometimes\n"),
+              HasSubstr("job.yaml:8:21: distributed.skip_zero_blocks: expected true or false, got "
+                        "'sometimes'"));
 }
 
 TEST(JobSpecTest, BadEnumsListAllowedValues) {
@@ -566,7 +569,21 @@ void ExpectRoundTrip(const JobSpec& a) {
   EXPECT_EQ(b->distributed.sharding, a.distributed.sharding);
   EXPECT_EQ(b->distributed.compression, a.distributed.compression);
   EXPECT_EQ(b->distributed.backend, a.distributed.backend);
+  EXPECT_EQ(b->distributed.powersgd_rank, a.distributed.powersgd_rank);
+  EXPECT_EQ(b->distributed.powersgd_start_step, a.distributed.powersgd_start_step);
+  EXPECT_EQ(b->distributed.skip_zero_blocks, a.distributed.skip_zero_blocks);
   EXPECT_EQ(b->restart.max_restarts, a.restart.max_restarts);
+}
+
+TEST(JobSpecTest, SkipZeroBlocksDefaultsOnAndRoundTripsOff) {
+  absl::StatusOr<JobSpec> on = ParseJobSpec(kMinimal, "job.yaml", "/jobs");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->distributed.skip_zero_blocks);
+  absl::StatusOr<JobSpec> off = ParseJobSpec(
+      std::string(kMinimal) + "distributed:\n  skip_zero_blocks: false\n", "job.yaml", "/jobs");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->distributed.skip_zero_blocks);
+  ExpectRoundTrip(*off);
 }
 
 TEST(JobSpecTest, RoundTripDesignExample) {

@@ -157,6 +157,7 @@ std::string JobSpecToYaml(const JobSpec& s) {
   KeyString(out, "compression", d.compression);
   KeyNumber(out, "powersgd_rank", d.powersgd_rank);
   KeyNumber(out, "powersgd_start_step", d.powersgd_start_step);
+  KeyBool(out, "skip_zero_blocks", d.skip_zero_blocks);
   KeyString(out, "backend", d.backend);
   out << YAML::EndMap;
 

@@ -224,6 +224,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   dpo.adam = AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,
                           job.train.weight_decay};
   dpo.seed = job.train.seed;
+  dpo.skip_zero_blocks = job.distributed.skip_zero_blocks;
   if (dist == nullptr) {
     DistEnv single;
     RM_ASSIGN_OR_RETURN(
