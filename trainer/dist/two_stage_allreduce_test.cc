@@ -30,33 +30,26 @@ class ThreadWorld {
     for (auto& t : threads) t.join();
   }
 
-  AllToAllFn AllToAll(int rank) {
-    return [this, rank](const void* in, void* out, size_t b) {
-      in_[static_cast<size_t>(rank)] = static_cast<const uint8_t*>(in);
-      barrier_.arrive_and_wait();
-      for (int src = 0; src < g_; ++src) {
-        std::memcpy(static_cast<uint8_t*>(out) + static_cast<size_t>(src) * b,
-                    in_[static_cast<size_t>(src)] + static_cast<size_t>(rank) * b, b);
-      }
-      barrier_.arrive_and_wait();
-      return absl::OkStatus();
-    };
-  }
-
-  AllGatherFn AllGather(int rank) {
-    return [this, rank](const void* in, void* out, size_t b) {
-      in_[static_cast<size_t>(rank)] = static_cast<const uint8_t*>(in);
-      barrier_.arrive_and_wait();
-      for (int src = 0; src < g_; ++src) {
-        std::memcpy(static_cast<uint8_t*>(out) + static_cast<size_t>(src) * b,
-                    in_[static_cast<size_t>(src)], b);
-      }
-      barrier_.arrive_and_wait();
-      return absl::OkStatus();
-    };
-  }
+  // All-to-all: rank `rank` receives block `rank` of every source's input.
+  AllToAllFn AllToAll(int rank) { return Exchange(rank, static_cast<size_t>(rank)); }
+  // All-gather: every rank receives every source's whole (one-block) input.
+  AllGatherFn AllGather(int rank) { return Exchange(rank, 0); }
 
  private:
+  // Each rank publishes its input; out[src] = block `block` (of b bytes) of src's input.
+  std::function<absl::Status(const void*, void*, size_t)> Exchange(int rank, size_t block) {
+    return [this, rank, block](const void* in, void* out, size_t b) {
+      in_[static_cast<size_t>(rank)] = static_cast<const uint8_t*>(in);
+      barrier_.arrive_and_wait();
+      for (int src = 0; src < g_; ++src) {
+        std::memcpy(static_cast<uint8_t*>(out) + static_cast<size_t>(src) * b,
+                    in_[static_cast<size_t>(src)] + block * b, b);
+      }
+      barrier_.arrive_and_wait();
+      return absl::OkStatus();
+    };
+  }
+
   const int g_;
   std::vector<const uint8_t*> in_;
   std::barrier<> barrier_;
