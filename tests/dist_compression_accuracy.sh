@@ -18,8 +18,12 @@
 #    sentences seen once, evaluated once at the end, no periodic checkpoints. About a third of
 #    the long form's CPU time (29 s against 93 s per run, both ranks). Measured 2026-12-01:
 #    none 0.966 / 0.969 (seeds 42 / 43), fp16 0.965, bf16 0.967, int8 0.970 (full_shard) and
-#    0.967 (no_shard), PowerSGD 0.959 / 0.965 (mean -0.6 pt, as the long form's -0.5). An int8
-#    decoder deliberately broken to read the previous block's scale reached 0.627: it fails.
+#    0.967 (no_shard), PowerSGD 0.959 / 0.965 (mean -0.6 pt, as the long form's -0.5). It fails
+#    on an int8 decoder broken on purpose to read the previous block's scale (0.627 under
+#    full_shard) and on PowerSGD at rank 2 (0.947 / 0.963, mean -1.2 pt). It cannot see what
+#    PowerSGD's start step does, which the long form can: starting after the LR warmup only gave
+#    0.974 / 0.968 here (+0.3 pt) against the long form's -1.4 pt. Rank 4 loses less on width-64
+#    matrices, so tune PowerSGD with the long form.
 #  - long (RINGMASTER_COMPRESSION_ACCURACY=long, scripts/bench-compression-accuracy.sh): the demo
 #    job itself, width 128 (517k parameters), 8 epochs over 8000 sentences, evaluated after each.
 #    14-18 minutes on 2 cores. Measured 2026-11-30: none 0.959 / 0.947, fp16 0.962, bf16 0.959,
