@@ -22,7 +22,7 @@
 #include "trainer/comm/comm_queue.h"
 #include "trainer/comm/store.h"
 #include "trainer/cuda/device_array.h"
-#include "trainer/cuda/nccl_communicator.h"
+#include "trainer/comm/nccl_communicator.h"
 
 namespace ringmaster::trainer {
 namespace {
