@@ -42,11 +42,11 @@ TEST(Float16Test, KnownRoundings) {
   EXPECT_EQ(Fp32ToFp16(65519.0f), 0x7bff);  // below the tie: largest finite
   EXPECT_EQ(Fp32ToFp16(65520.0f), 0x7c00);  // the tie rounds to even: infinity
   EXPECT_EQ(Fp32ToFp16(-std::numeric_limits<float>::infinity()), 0xfc00);
-  EXPECT_EQ(Fp32ToFp16(0x1p-24f), 0x0001);  // smallest subnormal
-  EXPECT_EQ(Fp32ToFp16(0x1p-25f), 0x0000);  // tie between 0 and 2^-24: even (0)
-  EXPECT_EQ(Fp32ToFp16(1.0f + 0x1p-11f), 0x3c00);  // tie: even
+  EXPECT_EQ(Fp32ToFp16(0x1p-24f), 0x0001);                    // smallest subnormal
+  EXPECT_EQ(Fp32ToFp16(0x1p-25f), 0x0000);                    // tie between 0 and 2^-24: even (0)
+  EXPECT_EQ(Fp32ToFp16(1.0f + 0x1p-11f), 0x3c00);             // tie: even
   EXPECT_EQ(Fp32ToFp16(1.0f + 0x1p-10f + 0x1p-11f), 0x3c02);  // tie: even (up)
-  EXPECT_EQ(Fp32ToBf16(1.0f + 0x1p-8f), 0x3f80);  // tie: even
+  EXPECT_EQ(Fp32ToBf16(1.0f + 0x1p-8f), 0x3f80);              // tie: even
   EXPECT_EQ(Fp32ToBf16(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82);
   EXPECT_EQ(Fp32ToBf16(std::numeric_limits<float>::max()), 0x7f80);  // rounds to infinity
 }

@@ -31,10 +31,10 @@ namespace ringmaster::trainer {
 namespace {
 
 // Returns a done Work carrying `expr`'s status when that is an error.
-#define RM_RETURN_WORK_IF_ERROR(expr)                              \
-  do {                                                             \
-    absl::Status rm_status_ = (expr);                              \
-    if (!rm_status_.ok()) return MakeCompletedWork(rm_status_);    \
+#define RM_RETURN_WORK_IF_ERROR(expr)                           \
+  do {                                                          \
+    absl::Status rm_status_ = (expr);                           \
+    if (!rm_status_.ok()) return MakeCompletedWork(rm_status_); \
   } while (0)
 
 // Gloo reports a timeout and a lost peer with the same exception type; only its text tells
@@ -89,10 +89,9 @@ class GlooCommunicatorImpl : public Communicator {
   std::shared_ptr<Work> AllGatherAsync(const void* in, void* out, size_t count_per_rank,
                                        DataType type, CommStream stream) override {
     RM_RETURN_WORK_IF_ERROR(CheckArgs("AllGather", type, stream, /*sum=*/false));
-    return Run(type == DataType::kBytes ? "AllGatherBytes" : "AllGather", type, count_per_rank,
-               [&](uint32_t tag) {
-                 AllGatherRaw(in, out, count_per_rank * DataTypeSize(type), tag);
-               });
+    return Run(
+        type == DataType::kBytes ? "AllGatherBytes" : "AllGather", type, count_per_rank,
+        [&](uint32_t tag) { AllGatherRaw(in, out, count_per_rank * DataTypeSize(type), tag); });
   }
 
   std::shared_ptr<Work> AllToAllAsync(const void* in, void* out, size_t count_per_rank,
@@ -210,7 +209,8 @@ class GlooCommunicatorImpl : public Communicator {
         auto* o = reinterpret_cast<float*>(out);
         std::memcpy(o, blocks, block_bytes);
         for (int r = 1; r < n; ++r) {
-          const auto* b = reinterpret_cast<const float*>(blocks + static_cast<size_t>(r) * block_bytes);
+          const auto* b =
+              reinterpret_cast<const float*>(blocks + static_cast<size_t>(r) * block_bytes);
           for (size_t i = 0; i < count; ++i) o[i] += b[i];
         }
         return;
@@ -276,9 +276,9 @@ class GlooCommunicatorImpl : public Communicator {
     } catch (const gloo::Exception& e) {
       failure_ = absl::Status(
           CodeForGlooError(e.what()),
-          absl::StrFormat("Gloo %s #%d on rank %d of %d (%d elements of %s, timeout %dms) failed: %s",
-                          op, seq, rank(), size(), elements, DataTypeName(type), timeout_.count(),
-                          e.what()));
+          absl::StrFormat(
+              "Gloo %s #%d on rank %d of %d (%d elements of %s, timeout %dms) failed: %s", op, seq,
+              rank(), size(), elements, DataTypeName(type), timeout_.count(), e.what()));
     } catch (const std::exception& e) {
       // GLOO_ENFORCE failures (misuse or broken invariants) are not gloo::Exception.
       failure_ = absl::InternalError(

@@ -243,9 +243,15 @@ uint16_t Value16(DataType t, int r, size_t i) {
   const float v = (i % 3 == 0 ? -1.0f : 1.0f) * (1.0f + 0.37f * r + 0.0131f * i);
   return t == DataType::kBFloat16 ? Fp32ToBf16(v) : Fp32ToFp16(v);
 }
-int8_t ValueInt8(int r, size_t i) { return static_cast<int8_t>((r + 1) * (static_cast<int>(i % 7) - 3)); }
-float ToFp32(DataType t, uint16_t h) { return t == DataType::kBFloat16 ? Bf16ToFp32(h) : Fp16ToFp32(h); }
-uint16_t FromFp32(DataType t, float f) { return t == DataType::kBFloat16 ? Fp32ToBf16(f) : Fp32ToFp16(f); }
+int8_t ValueInt8(int r, size_t i) {
+  return static_cast<int8_t>((r + 1) * (static_cast<int>(i % 7) - 3));
+}
+float ToFp32(DataType t, uint16_t h) {
+  return t == DataType::kBFloat16 ? Bf16ToFp32(h) : Fp16ToFp32(h);
+}
+uint16_t FromFp32(DataType t, float f) {
+  return t == DataType::kBFloat16 ? Fp32ToBf16(f) : Fp32ToFp16(f);
+}
 
 // Rank `rank`'s buffer of `count` elements of `t` (bytes), element i being Value(r, i + offset).
 std::vector<uint8_t> Buffer(DataType t, int r, size_t count, size_t offset) {
@@ -285,8 +291,8 @@ std::string FirstMismatch(const char* op, DataType t, int rank, const std::vecto
   if (got.size() != want.size()) return absl::StrCat("rank ", rank, ": ", op, " size differs");
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i] != want[i]) {
-      return absl::StrCat("rank ", rank, ": ", op, " ", DataTypeName(t), " byte ", i, " = ",
-                          got[i], ", want ", want[i]);
+      return absl::StrCat("rank ", rank, ": ", op, " ", DataTypeName(t), " byte ", i, " = ", got[i],
+                          ", want ", want[i]);
     }
   }
   return "";
@@ -298,18 +304,18 @@ absl::Status DoneStatus(const std::shared_ptr<Work>& work, bool* was_done) {
   return work->Wait();
 }
 
-#define CHILD_CHECK_WORK(expr)                                                               \
-  do {                                                                                       \
-    bool done_ = false;                                                                      \
-    absl::Status s_ = DoneStatus((expr), &done_);                                            \
-    if (!done_) return absl::StrCat("rank ", rank, ": " #expr ": Work not done on return");  \
-    if (!s_.ok()) return absl::StrCat("rank ", rank, ": " #expr ": ", s_.ToString());        \
+#define CHILD_CHECK_WORK(expr)                                                              \
+  do {                                                                                      \
+    bool done_ = false;                                                                     \
+    absl::Status s_ = DoneStatus((expr), &done_);                                           \
+    if (!done_) return absl::StrCat("rank ", rank, ": " #expr ": Work not done on return"); \
+    if (!s_.ok()) return absl::StrCat("rank ", rank, ": " #expr ": ", s_.ToString());       \
   } while (0)
 
-#define CHILD_RETURN_IF(text)      \
-  do {                             \
-    std::string e_ = (text);       \
-    if (!e_.empty()) return e_;    \
+#define CHILD_RETURN_IF(text)   \
+  do {                          \
+    std::string e_ = (text);    \
+    if (!e_.empty()) return e_; \
   } while (0)
 
 std::string RunTypedCollectives(int rank, int size, Store& store) {
@@ -343,8 +349,8 @@ std::string RunTypedCollectives(int rank, int size, Store& store) {
     CHILD_RETURN_IF(FirstMismatch("AllGather", t, rank, all, want_all));
 
     // Broadcast from the last rank.
-    std::vector<uint8_t> b = rank == size - 1 ? Buffer(t, rank, n, 11)
-                                              : std::vector<uint8_t>(n * DataTypeSize(t), 0xee);
+    std::vector<uint8_t> b =
+        rank == size - 1 ? Buffer(t, rank, n, 11) : std::vector<uint8_t>(n * DataTypeSize(t), 0xee);
     CHILD_CHECK_WORK(comm.BroadcastAsync(b.data(), n, t, size - 1, own));
     CHILD_RETURN_IF(FirstMismatch("Broadcast", t, rank, b, Buffer(t, size - 1, n, 11)));
 
@@ -389,10 +395,12 @@ std::string RunTypedCollectives(int rank, int size, Store& store) {
   };
   uint8_t byte = 0;
   int stream_word = 0;  // Any non-null handle: Gloo takes no device stream.
-  CHILD_RETURN_IF(expect_invalid(comm.AllReduceSumAsync(&byte, 1, DataType::kBytes, own), "sum of bytes"));
+  CHILD_RETURN_IF(
+      expect_invalid(comm.AllReduceSumAsync(&byte, 1, DataType::kBytes, own), "sum of bytes"));
   CHILD_RETURN_IF(expect_invalid(comm.ReduceScatterSumAsync(&byte, &byte, 1, DataType::kBytes, own),
                                  "reduce-scatter of bytes"));
-  CHILD_RETURN_IF(expect_invalid(comm.BroadcastAsync(&byte, 1, DataType::kInt8, size, own), "bad root"));
+  CHILD_RETURN_IF(
+      expect_invalid(comm.BroadcastAsync(&byte, 1, DataType::kInt8, size, own), "bad root"));
   CHILD_RETURN_IF(expect_invalid(
       comm.AllReduceSumAsync(&byte, 1, DataType::kInt8, CommStream(&stream_word)), "a stream"));
   CHILD_CHECK_WORK(comm.BarrierAsync(own));

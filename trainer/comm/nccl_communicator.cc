@@ -228,10 +228,9 @@ class NcclWork final : public Work {
         bytes_(bytes),
         issued_(issued) {}
 
-  ~NcclWork() override {
-    (void)cudaSetDevice(shared_->device);
-    (void)cudaEventDestroy(event_);
-  }
+  // No cudaSetDevice: an event can be destroyed with any device current, and the destroying
+  // thread's device is left alone.
+  ~NcclWork() override { (void)cudaEventDestroy(event_); }
 
   absl::Status Wait() override {
     {
@@ -324,9 +323,8 @@ class NcclCommunicatorImpl : public Communicator {
 #if RM_NCCL_NONBLOCKING
       // Flush outstanding work so peers are not left mid-collective; a peer that is gone makes
       // the flush time out, and the abort then frees the communicator regardless.
-      const bool flushed =
-          RM_NCCL_STATUS(shared_->comm, ncclCommFinalize(shared_->comm)).ok() &&
-          shared_->AwaitIssuedLocked(absl::Now() + shared_->timeout).ok();
+      const bool flushed = RM_NCCL_STATUS(shared_->comm, ncclCommFinalize(shared_->comm)).ok() &&
+                           shared_->AwaitIssuedLocked(absl::Now() + shared_->timeout).ok();
       if (flushed) {
         (void)ncclCommDestroy(shared_->comm);
         shared_->comm = nullptr;
@@ -398,8 +396,7 @@ class NcclCommunicatorImpl : public Communicator {
     RM_RETURN_WORK_IF_ERROR(CheckInOut("ReduceScatterSum", in, in_bytes, out, out_bytes));
     return Run("ReduceScatterSum", type, in_bytes, stream, [&](ncclComm_t comm, cudaStream_t st) {
       RM_ASSIGN_OR_RETURN(ncclDataType_t t, NcclType(type));
-      return RM_NCCL_STATUS(comm,
-                            ncclReduceScatter(in, out, count_per_rank, t, ncclSum, comm, st));
+      return RM_NCCL_STATUS(comm, ncclReduceScatter(in, out, count_per_rank, t, ncclSum, comm, st));
     });
   }
 

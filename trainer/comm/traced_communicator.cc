@@ -36,8 +36,8 @@ namespace {
 // rank-wide collective number.
 class TracedWork final : public Work {
  public:
-  TracedWork(std::shared_ptr<Work> inner, CollectiveObserver* observer, uint64_t seq,
-             Collective op, std::chrono::steady_clock::time_point start)
+  TracedWork(std::shared_ptr<Work> inner, CollectiveObserver* observer, uint64_t seq, Collective op,
+             std::chrono::steady_clock::time_point start)
       : inner_(std::move(inner)), observer_(observer), seq_(seq), op_(op), start_(start) {}
 
   absl::Status Wait() override {
@@ -63,14 +63,15 @@ class TracedWork final : public Work {
     std::lock_guard<std::mutex> lock(mu_);
     if (done_) return status_;  // Another waiter finished first.
     observer_->OnLeave(
-        seq_, op_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+        seq_, op_,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
     // The backend numbers operations per communicator from 0; the coordinator's stall diagnosis
     // and `ringmaster status` use this rank-wide number. Say both, so that they can be matched.
     status_ = s.ok() ? s
-                     : absl::Status(s.code(), absl::StrCat("in collective #", seq_, " (",
-                                                           CollectiveName(op_),
-                                                           ", as `ringmaster status` numbers it): ",
-                                                           std::string(s.message())));
+                     : absl::Status(s.code(),
+                                    absl::StrCat("in collective #", seq_, " (", CollectiveName(op_),
+                                                 ", as `ringmaster status` numbers it): ",
+                                                 std::string(s.message())));
     done_ = true;
     return status_;
   }
@@ -97,8 +98,8 @@ std::shared_ptr<Work> TracedCommunicator::Trace(Collective op, Fn&& enqueue) {
   return work;
 }
 
-std::shared_ptr<Work> TracedCommunicator::AllReduceSumAsync(void* data, size_t count,
-                                                            DataType type, CommStream stream) {
+std::shared_ptr<Work> TracedCommunicator::AllReduceSumAsync(void* data, size_t count, DataType type,
+                                                            CommStream stream) {
   return Trace(Collective::kAllReduceSum,
                [&] { return inner_->AllReduceSumAsync(data, count, type, stream); });
 }

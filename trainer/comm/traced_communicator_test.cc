@@ -111,7 +111,7 @@ TEST(TracedCommunicatorTest, AStreamOrderedOperationLeavesWhenItsWorkIsDone) {
   EXPECT_FALSE(obs.events[1].enter);
   EXPECT_EQ(obs.events[1].seq, 1u);
   EXPECT_TRUE(w->IsDone());
-  EXPECT_EQ(w->Wait(), s);         // the same status again
+  EXPECT_EQ(w->Wait(), s);           // the same status again
   EXPECT_EQ(obs.events.size(), 2u);  // and left only once
 
   // A byte all-gather keeps its own label.

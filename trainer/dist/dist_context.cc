@@ -37,8 +37,8 @@ absl::StatusOr<CommBackend> CommBackendFromJob(std::string_view backend) {
   if (backend == "auto") return CommBackend::kAuto;
   if (backend == "nccl") return CommBackend::kNccl;
   if (backend == "gloo") return CommBackend::kGloo;
-  return absl::InvalidArgumentError(
-      absl::StrCat("distributed.backend: '", std::string(backend), "' is not one of: auto, nccl, gloo"));
+  return absl::InvalidArgumentError(absl::StrCat("distributed.backend: '", std::string(backend),
+                                                 "' is not one of: auto, nccl, gloo"));
 }
 
 const char* CommBackendName(CommBackend b) {

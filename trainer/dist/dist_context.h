@@ -56,9 +56,10 @@ class DistContext {
   // told every collective each communicator enters and leaves, numbered across all of them.
   // `comm` picks the backend (ResolveCommBackend); a single process gets a LocalCommunicator,
   // or for a CUDA rank on NCCL an NCCL communicator of one (collectives on device memory).
-  static absl::StatusOr<std::unique_ptr<DistContext>> Create(
-      const DistEnv& env, bool node_groups, absl::Duration timeout,
-      CollectiveObserver* observer = nullptr, const CommChoice& comm = CommChoice());
+  static absl::StatusOr<std::unique_ptr<DistContext>> Create(const DistEnv& env, bool node_groups,
+                                                             absl::Duration timeout,
+                                                             CollectiveObserver* observer = nullptr,
+                                                             const CommChoice& comm = CommChoice());
   ~DistContext();
 
   const DistEnv& env() const { return env_; }

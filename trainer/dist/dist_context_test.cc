@@ -50,7 +50,8 @@ TEST(CommBackendTest, NcclNeedsNcclBuiltAndACudaRank) {
 
   absl::StatusOr<CommBackend> cpu = ResolveCommBackend(CommBackend::kNccl, false, true);
   EXPECT_EQ(cpu.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(cpu.status().message(), "distributed.backend: nccl")) << cpu.status();
+  EXPECT_TRUE(absl::StrContains(cpu.status().message(), "distributed.backend: nccl"))
+      << cpu.status();
   EXPECT_TRUE(absl::StrContains(cpu.status().message(), "CPU")) << cpu.status();
 }
 
