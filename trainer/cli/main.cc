@@ -159,13 +159,22 @@ absl::Status Train(const Args& a) {
     status = rt::RankStatus::CreateAnonymous();
   }
   rt::CommChoice comm;
-  RM_ASSIGN_OR_RETURN(comm.backend, rt::CommBackendFromJob(job.distributed.backend));
+  absl::StatusOr<rt::CommBackend> backend = rt::CommBackendFromJob(job.distributed.backend);
+  RM_RETURN_IF_ERROR(BadJob(backend.status()));  // the job's validation already refuses these
+  comm.backend = *backend;
   // Every rank of this trainer computes on the CPU (train.device cuda is refused until the CUDA
   // engine exists; it will pass its device here), so auto means Gloo.
   comm.cuda_device = -1;
 #if RINGMASTER_HAVE_NCCL
   comm.nccl = &rt::NcclCommunicator::Create;
 #endif
+  // A backend this rank cannot use is the job's fault: restarting cannot help.
+  if (absl::Status s =
+          rt::ResolveCommBackend(comm.backend, comm.cuda_device >= 0, comm.nccl != nullptr)
+              .status();
+      !s.ok()) {
+    return BadJob(absl::Status(s.code(), absl::StrCat(job.source, ": ", s.message())));
+  }
   RM_ASSIGN_OR_RETURN(
       auto dist, rt::DistContext::Create(env, job.distributed.sharding == "hybrid_shard", timeout,
                                          status.get(), comm));

@@ -382,8 +382,10 @@ class NcclCommunicatorImpl : public Communicator {
     const size_t bytes = count * DataTypeSize(type);
     RM_RETURN_WORK_IF_ERROR(CheckSummable("NCCL", "AllReduceSum", rank(), type));
     RM_RETURN_WORK_IF_ERROR(CheckDeviceBuffer("AllReduceSum", "data", data, bytes));
+    const absl::StatusOr<ncclDataType_t> nt = NcclType(type);  // before Run: not a failure
+    RM_RETURN_WORK_IF_ERROR(nt.status());
+    const ncclDataType_t t = *nt;
     return Run("AllReduceSum", type, bytes, stream, [&](ncclComm_t comm, cudaStream_t st) {
-      RM_ASSIGN_OR_RETURN(ncclDataType_t t, NcclType(type));
       return RM_NCCL_STATUS(comm, ncclAllReduce(data, data, count, t, ncclSum, comm, st));
     });
   }
@@ -394,8 +396,10 @@ class NcclCommunicatorImpl : public Communicator {
     const size_t in_bytes = out_bytes * static_cast<size_t>(size());
     RM_RETURN_WORK_IF_ERROR(CheckSummable("NCCL", "ReduceScatterSum", rank(), type));
     RM_RETURN_WORK_IF_ERROR(CheckInOut("ReduceScatterSum", in, in_bytes, out, out_bytes));
+    const absl::StatusOr<ncclDataType_t> nt = NcclType(type);
+    RM_RETURN_WORK_IF_ERROR(nt.status());
+    const ncclDataType_t t = *nt;
     return Run("ReduceScatterSum", type, in_bytes, stream, [&](ncclComm_t comm, cudaStream_t st) {
-      RM_ASSIGN_OR_RETURN(ncclDataType_t t, NcclType(type));
       return RM_NCCL_STATUS(comm, ncclReduceScatter(in, out, count_per_rank, t, ncclSum, comm, st));
     });
   }
