@@ -9,89 +9,24 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-
-// NCCL feature levels this file adapts to. Point-to-point (AllToAll) needs 2.7; non-blocking
-// communicators (bounded initialisation, ncclCommFinalize, ncclInProgress) arrived in 2.14;
-// ncclGetLastError and ncclRemoteError in 2.13.
-#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 7, 0)
-#error "NcclCommunicator needs NCCL >= 2.7 (ncclSend/ncclRecv)"
-#endif
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
-#define RM_NCCL_NONBLOCKING 1
-#else
-#define RM_NCCL_NONBLOCKING 0
-#endif
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
-#define RM_NCCL_HAS_LAST_ERROR 1
-#else
-#define RM_NCCL_HAS_LAST_ERROR 0
-#endif
+#include "trainer/comm/nccl_status.h"
 
 namespace ringmaster::trainer {
 namespace {
 
+using nccl_internal::Backoff;
+using nccl_internal::CudaStatus;
+using nccl_internal::InProgress;
+using nccl_internal::NcclStatus;
+using nccl_internal::NcclType;
+
 constexpr char kUniqueIdKey[] = "nccl_unique_id";
-
-const char* Basename(const char* path) {
-  const char* slash = std::strrchr(path, '/');
-  return slash == nullptr ? path : slash + 1;
-}
-
-bool InProgress(ncclResult_t r) {
-#if RM_NCCL_NONBLOCKING
-  return r == ncclInProgress;
-#else
-  (void)r;
-  return false;
-#endif
-}
-
-// A lost or unreachable peer (socket/system failures, a remote rank's error) is Unavailable,
-// like a reset connection in the Gloo backend; everything else is a local bug or CUDA failure.
-absl::StatusCode CodeForNcclError(ncclResult_t r) {
-  switch (r) {
-    case ncclSystemError:
-#if RM_NCCL_HAS_LAST_ERROR
-    case ncclRemoteError:
-#endif
-      return absl::StatusCode::kUnavailable;
-    default:
-      return absl::StatusCode::kInternal;
-  }
-}
-
-// OK for ncclSuccess and (non-blocking communicators) ncclInProgress; otherwise an error
-// carrying the call, file:line, NCCL's error string and its last-error text. `comm` may be
-// null.
-absl::Status NcclStatus(ncclResult_t r, ncclComm_t comm, const char* call, const char* file,
-                        int line) {
-  if (r == ncclSuccess || InProgress(r)) return absl::OkStatus();
-  std::string msg =
-      absl::StrFormat("%s at %s:%d: %s", call, Basename(file), line, ncclGetErrorString(r));
-#if RM_NCCL_HAS_LAST_ERROR
-  const char* last = ncclGetLastError(comm);
-  if (last != nullptr && last[0] != '\0') absl::StrAppend(&msg, " (last NCCL error: ", last, ")");
-#else
-  (void)comm;
-#endif
-  return absl::Status(CodeForNcclError(r), msg);
-}
-
-absl::Status CudaStatus(cudaError_t e, const char* call, const char* file, int line) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrFormat("%s at %s:%d: %s: %s", call, Basename(file), line,
-                                             cudaGetErrorName(e), cudaGetErrorString(e)));
-}
-
-#define RM_NCCL_STATUS(comm, call) NcclStatus((call), (comm), #call, __FILE__, __LINE__)
-#define RM_CUDA_STATUS(call) CudaStatus((call), #call, __FILE__, __LINE__)
 
 // Returns a done Work carrying `expr`'s status when that is an error.
 #define RM_RETURN_WORK_IF_ERROR(expr)                           \
@@ -99,45 +34,6 @@ absl::Status CudaStatus(cudaError_t e, const char* call, const char* file, int l
     absl::Status rm_status_ = (expr);                           \
     if (!rm_status_.ok()) return MakeCompletedWork(rm_status_); \
   } while (0)
-
-// Polling cadence while waiting on NCCL: yield for the first 100us (small collectives finish in
-// tens of microseconds), then sleep with a doubling interval capped at 1ms, which bounds the
-// added latency of a large collective to ~1ms and keeps the waiting thread off the core.
-class Backoff {
- public:
-  void Pause() {
-    if (absl::Now() - start_ < absl::Microseconds(100)) {
-      std::this_thread::yield();
-      return;
-    }
-    sleep_ = std::min(std::max(sleep_ * 2, absl::Microseconds(10)), absl::Milliseconds(1));
-    absl::SleepFor(sleep_);
-  }
-
- private:
-  absl::Time start_ = absl::Now();
-  absl::Duration sleep_ = absl::ZeroDuration();
-};
-
-absl::StatusOr<ncclDataType_t> NcclType(DataType t) {
-  switch (t) {
-    case DataType::kFloat32:
-      return ncclFloat32;
-    case DataType::kBFloat16:
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
-      return ncclBfloat16;
-#else
-      return absl::UnimplementedError("bf16 collectives need NCCL >= 2.10");
-#endif
-    case DataType::kFloat16:
-      return ncclFloat16;
-    case DataType::kInt8:
-      return ncclInt8;
-    case DataType::kBytes:
-      return ncclUint8;
-  }
-  return absl::InvalidArgumentError("unknown DataType");
-}
 
 // What the communicator and the Works it hands out share: the NCCL handle (which a failing
 // Work aborts), the first failure, and the identity that error messages carry. A Work may be
