@@ -170,7 +170,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   }
   data.pad_id = model.tokenizer->special().pad;
   data.num_labels = model.config.num_labels;
-  // The loop (and its prefetch thread) keep the tokenizer alive through this function.
+  // The encoder owns the tokenizer now (the loop calls it on its prefetch thread).
   std::shared_ptr<const WordPieceTokenizer> tokenizer = std::move(model.tokenizer);
   data.encode = [tokenizer, max_len](std::string_view text) {
     return tokenizer->Encode(text, max_len);
