@@ -85,9 +85,16 @@ void RegisterShared(const void* p, size_t bytes) {
     if (s == lo) return;
   }
   tl_race.statics.emplace_back(lo, lo + bytes);
+  // The first thread of the block to reach the declaration: poison the variable, so a thread
+  // reading an element no thread of this block wrote gets NaN, not the previous block's value.
+  if (GetOptions().On(kPoison)) {
+    auto* b = static_cast<unsigned char*>(const_cast<void*>(p));
+    for (size_t i = 0; i + 4 <= bytes; i += 4) memcpy(b + i, &kPoisonWord, 4);
+  }
 }
 
 void RaceBlockBegin(Block&) {
+  tl_race.statics.clear();
   tl_race.shadow.clear();
   tl_race.reported = false;
 }
