@@ -38,8 +38,9 @@ grep -E "^-- ringmaster:" "$BUILD.configure.log" || true
 # (their corpus-replay tests are named <target>_corpus).
 test_filter=(-L unit -LE 'integration|slow|serial|gpu')
 # The emulated CUDA tests (RINGMASTER_CUDA_EMU, label emulated) once each: kernels_gpu_test under
-# one schedule (the plain build runs all three); its binary is named without the schedule.
-emu_filter=(-L emulated -LE slow -E '^kernels_gpu_test_(reverse|random)$')
+# one schedule (the plain build runs all three, and its racecheck build); its binary is named
+# without the schedule.
+emu_filter=(-L emulated -LE slow -E '^kernels_gpu_test_(reverse|random|racecheck)$')
 mapfile -t unit_tests < <({ ctest --test-dir "$BUILD" -N "${test_filter[@]}"; ctest --test-dir "$BUILD" -N "${emu_filter[@]}"; } |
   sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p' | sed -E 's/^kernels_gpu_test_forward$/kernels_gpu_test/')
 mapfile -t fuzzers < <(ctest --test-dir "$BUILD" -N -L fuzz | sed -nE 's/^ *Test +#[0-9]+: (.*)_corpus$/\1/p')

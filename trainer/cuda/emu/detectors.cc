@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -18,29 +17,39 @@ namespace {
 constexpr size_t kSharedGuard = 64;
 constexpr unsigned char kSharedGuardByte = 0xcd;
 
-// Race detector shadow of one shared-memory byte for the current epoch.
+// Race detector shadow of one shared-memory byte for the current epoch of the current block.
 struct Shadow {
-  unsigned epoch = ~0u;
-  int writer = -1, reader = -1;  // lane index; reader -2: several lanes read
+  uint64_t stamp = ~uint64_t{0};  // (block serial << 32) | epoch: stale entries need no clearing
+  int writer = -1, reader = -1;   // lane index; reader -2: several lanes read
   unsigned writer_wepoch = 0, reader_wepoch = 0;
   const void* writer_pc = nullptr;
   const void* reader_pc = nullptr;
 };
 
+// A shared-memory region (the dynamic shared memory, or one static __shared__ variable) with
+// one shadow entry per byte.
+struct Region {
+  uintptr_t lo = 0, hi = 0;
+  std::vector<Shadow> shadow;
+};
+
 struct RaceState {
-  std::vector<std::pair<uintptr_t, uintptr_t>> statics;  // registered static __shared__
-  std::unordered_map<uintptr_t, Shadow> shadow;
+  Region dynamic;
+  std::vector<Region> statics;  // registered static __shared__ variables of this worker
+  size_t active_statics = 0;    // of them, registered in the current block
+  uint64_t block_serial = 0;
   bool reported = false;
 };
 thread_local RaceState tl_race;
 
-bool InShared(uintptr_t a, const Block& b) {
-  const auto lo = reinterpret_cast<uintptr_t>(b.dyn.data());
-  if (a >= lo && a < lo + b.dyn_bytes) return true;
-  for (const auto& [s, e] : tl_race.statics) {
-    if (a >= s && a < e) return true;
+// The shared-memory region holding byte a, or null.
+Region* RegionOf(uintptr_t a) {
+  RaceState& r = tl_race;
+  if (a >= r.dynamic.lo && a < r.dynamic.hi) return &r.dynamic;
+  for (size_t i = 0; i < r.active_statics; ++i) {
+    if (a >= r.statics[i].lo && a < r.statics[i].hi) return &r.statics[i];
   }
-  return false;
+  return nullptr;
 }
 
 std::string LaneName(const Block& b, int t) {
@@ -80,39 +89,56 @@ void SharedMemoryEnd(Block& b) {
 }
 
 void RegisterShared(const void* p, size_t bytes) {
+  RaceState& r = tl_race;
   const auto lo = reinterpret_cast<uintptr_t>(p);
-  for (const auto& [s, e] : tl_race.statics) {
-    if (s == lo) return;
+  for (size_t i = 0; i < r.active_statics; ++i) {
+    if (r.statics[i].lo == lo) return;
   }
-  tl_race.statics.emplace_back(lo, lo + bytes);
   // The first thread of the block to reach the declaration: poison the variable, so a thread
   // reading an element no thread of this block wrote gets NaN, not the previous block's value.
   if (GetOptions().On(kPoison)) {
     auto* b = static_cast<unsigned char*>(const_cast<void*>(p));
     for (size_t i = 0; i + 4 <= bytes; i += 4) memcpy(b + i, &kPoisonWord, 4);
   }
+  // Regions are kept across blocks (a worker's static variables stay where they are); the
+  // shadow's stamps make the previous block's entries stale.
+  for (size_t i = r.active_statics; i < r.statics.size(); ++i) {
+    if (r.statics[i].lo == lo && r.statics[i].hi == lo + bytes) {
+      std::swap(r.statics[i], r.statics[r.active_statics++]);
+      return;
+    }
+  }
+  r.statics.insert(r.statics.begin() + static_cast<long>(r.active_statics++),
+                   Region{lo, lo + bytes, std::vector<Shadow>(bytes)});
 }
 
-void RaceBlockBegin(Block&) {
-  tl_race.statics.clear();
-  tl_race.shadow.clear();
-  tl_race.reported = false;
+void RaceBlockBegin(Block& b) {
+  RaceState& r = tl_race;
+  r.active_statics = 0;
+  ++r.block_serial;
+  r.reported = false;
+  r.dynamic.lo = reinterpret_cast<uintptr_t>(b.dyn.data());
+  r.dynamic.hi = r.dynamic.lo + b.dyn_bytes;
+  if (r.dynamic.shadow.size() < b.dyn_bytes) r.dynamic.shadow.resize(b.dyn_bytes);
 }
 
 void RecordSharedAccess(const void* p, size_t bytes, bool write, const void* pc) {
   Block* b = tl_block;
   Lane* me = tl_lane;
-  if (b == nullptr || me == nullptr || tl_race.reported || !GetOptions().On(kRace)) return;
+  if (b == nullptr || me == nullptr || tl_race.reported) return;
   const auto a0 = reinterpret_cast<uintptr_t>(p);
-  if (!InShared(a0, *b)) return;
+  Region* region = RegionOf(a0);  // most accesses are global memory: out here
+  if (region == nullptr || !GetOptions().On(kRace)) return;
+  const uint64_t stamp = (tl_race.block_serial << 32) | b->epoch;
   const int t = me->index, warp = t / 32;
   const unsigned wepoch = b->warp_epoch[warp];
   // Ordered with lane o's access made in warp epoch `we`: the same lane, or a lane of the same
   // warp with a warp barrier (__syncwarp or a *_sync collective) between.
   auto ordered = [&](int o, unsigned we) { return o == t || (o / 32 == warp && we != wepoch); };
-  for (uintptr_t a = a0; a < a0 + bytes; ++a) {
-    Shadow& s = tl_race.shadow[a];
-    if (s.epoch != b->epoch) s = Shadow{b->epoch};
+  const uintptr_t end = std::min<uintptr_t>(a0 + bytes, region->hi);
+  for (uintptr_t a = a0; a < end; ++a) {
+    Shadow& s = region->shadow[a - region->lo];
+    if (s.stamp != stamp) s = Shadow{stamp};
     const char* kind = nullptr;
     int other = -1;
     const void* other_pc = nullptr;
