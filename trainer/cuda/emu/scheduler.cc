@@ -21,6 +21,7 @@
 #define CUDA_EMU_HAVE_ASAN 1
 #endif
 #if defined(CUDA_EMU_HAVE_ASAN)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 // AddressSanitizer must be told about every stack switch, or it reports fiber stacks as overflows.
 #define CUDA_EMU_ASAN(x) x
@@ -80,6 +81,11 @@ class Stacks {
       s_.push_back(static_cast<char*>(p));
     }
     return s_[i] + kGuard;
+  }
+  // After a failed block its fibers are abandoned mid-kernel: under ASan their frames' redzones
+  // stay poisoned and would be reported against the next block's fibers on the same stacks.
+  void Unpoison() {
+    CUDA_EMU_ASAN(for (char* p : s_) __asan_unpoison_memory_region(p + kGuard, bytes_));
   }
 
  private:
@@ -351,6 +357,7 @@ bool RunGrid(const char* kernel, dim3 grid, dim3 block, size_t dynamic_shared, v
       RunBlock(b, stacks, wrng);
       if (b.error.empty()) SharedMemoryEnd(b);
       if (!b.error.empty()) {
+        stacks.Unpoison();
         failed = true;
         ReportError(cudaErrorLaunchFailure, b.error);
       }
