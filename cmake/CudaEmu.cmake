@@ -26,7 +26,10 @@ function(cuda_emu_add_kernels target)
   target_include_directories(${target} PUBLIC ${CMAKE_SOURCE_DIR})
   target_link_libraries(${target} PUBLIC cuda_emu)
   # Device code is often written with unused parameters and the like under nvcc's warnings.
-  target_compile_options(${target} PRIVATE -g -Wno-unused-parameter -Wno-sign-compare)
+  # Debug info for the emulator's file:line reports; DWARF 4 because binutils' addr2line reads
+  # clang 14's DWARF 5 line tables with the generated file's name instead of the #line'd .cu.
+  target_compile_options(${target} PRIVATE -g $<$<CXX_COMPILER_ID:Clang>:-gdwarf-4>
+    -Wno-unused-parameter -Wno-sign-compare)
   if(ARG_RACECHECK)
     # In the sanitizer build AddressSanitizer and the thread instrumentation exclude each other:
     # these objects trade ASan for racecheck (UBSan stays).
