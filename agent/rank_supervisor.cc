@@ -172,7 +172,7 @@ absl::StatusOr<bool> RankSupervisor::Start(uint64_t command_id, const v1::StartR
     Rank& rank = gen.ranks[r.global_rank()];
     rank.launch = r;
   }
-  if (absl::Status s = Prepare(cmd, &gen, now); !s.ok()) {
+  if (absl::Status s = Prepare(cmd, &gen); !s.ok()) {
     // Nothing can start: every rank reports why, marked deterministic (resending cannot help).
     for (auto& [r, rank] : gen.ranks) {
       rank.state = v1::RANK_PROCESS_STATE_FAILED_TO_START;
@@ -185,7 +185,7 @@ absl::StatusOr<bool> RankSupervisor::Start(uint64_t command_id, const v1::StartR
   return true;
 }
 
-absl::Status RankSupervisor::Prepare(const v1::StartRanks& cmd, Generation* gen, absl::Time now) {
+absl::Status RankSupervisor::Prepare(const v1::StartRanks& cmd, Generation* gen) {
   if (!std::filesystem::path(cmd.base_dir()).is_absolute()) {
     return absl::InvalidArgumentError(
         absl::StrCat("base_dir '", cmd.base_dir().substr(0, 256), "' is not absolute"));
@@ -205,12 +205,9 @@ absl::Status RankSupervisor::Prepare(const v1::StartRanks& cmd, Generation* gen,
   if (absl::Status s = WriteFileAtomic(gen->job_file, trainer::JobSpecToYaml(*spec)); !s.ok()) {
     return s;
   }
-  std::string rank0_log;
-  if (gen->ranks.count(0)) rank0_log = (std::filesystem::path(gen->dir) / "rank-0.log").string();
   gen->output_dir = spec->output.dir;
-  gen->progress = std::make_unique<ProgressReader>(
-      (std::filesystem::path(spec->output.dir) / "metrics.jsonl").string(), rank0_log,
-      spec->train.global_batch_size, spec->train.max_steps, now);
+  gen->global_batch_size = spec->train.global_batch_size;
+  gen->max_steps = spec->train.max_steps;
   return absl::OkStatus();
 }
 
@@ -237,6 +234,10 @@ void RankSupervisor::Launch(Generation& gen, Rank& rank) {
   std::error_code ignored;
   std::filesystem::remove(rank.status_path, ignored);
   spec.env["RINGMASTER_STATUS_FILE"] = rank.status_path;
+  if (!rank.progress) {
+    rank.progress =
+        std::make_unique<ProgressReader>(rank.status_path, gen.global_batch_size, gen.max_steps);
+  }
   spec.working_dir = gen.dir;
   rank.exit.reset();
   rank.start_error.clear();
@@ -408,8 +409,6 @@ std::vector<RankSupervisor::StatusSource> RankSupervisor::StatusSources() const 
 std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
   std::vector<v1::RankProgress> out;
   for (auto& [key, gen] : gens_) {
-    JobProgress p;
-    if (gen.progress) p = gen.progress->Update(now);
     // The newest checkpoint with a manifest (rank 0 writes it last, after every shard is durable).
     // Only rank 0's report carries it to the coordinator: scan only where rank 0 runs.
     int64_t committed = 0;
@@ -421,6 +420,8 @@ std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
       }
     }
     for (auto& [r, rank] : gen.ranks) {
+      JobProgress p;
+      if (rank.progress) p = rank.progress->Update(now);
       if (rank.state == v1::RANK_PROCESS_STATE_STARTING && p.step > 0) {
         rank.state = v1::RANK_PROCESS_STATE_RUNNING;
       }

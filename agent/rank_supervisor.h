@@ -100,7 +100,7 @@ class RankSupervisor {
   // Deferred StartRanks that have now run or failed: (command id, outcome).
   std::vector<std::pair<uint64_t, absl::Status>> TakeDeferredOutcomes();
 
-  // Every local rank, for the heartbeat. Reads rank 0's progress files.
+  // Every local rank, for the heartbeat. Each rank's progress comes from its status block.
   std::vector<v1::RankProgress> Report(absl::Time now);
 
   // Ranks not yet ended.
@@ -131,6 +131,7 @@ class RankSupervisor {
     absl::Time ended_at;
     std::string log_path;
     std::string status_path;  // the trainer's rank status block (trainer/metrics/rank_status.h)
+    std::unique_ptr<ProgressReader> progress;  // of status_path, kept across restarts
     std::string start_error;
   };
   struct Generation {
@@ -139,11 +140,11 @@ class RankSupervisor {
     std::string dir;
     std::string output_dir;          // the job's output.dir: its committed checkpoints
     std::map<uint32_t, Rank> ranks;  // by global rank
-    std::unique_ptr<ProgressReader> progress;
+    int64_t global_batch_size = 0, max_steps = 0;  // the spec's, for progress
   };
   using Key = std::pair<std::string, int64_t>;  // (job id, generation)
 
-  absl::Status Prepare(const v1::StartRanks& cmd, Generation* gen, absl::Time now);
+  absl::Status Prepare(const v1::StartRanks& cmd, Generation* gen);
   void Launch(Generation& gen, Rank& rank);
   bool OlderAlive(const std::string& job, int64_t generation) const;
   void StopRank(Rank& rank, absl::Duration grace, absl::Time now);

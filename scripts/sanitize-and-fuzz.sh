@@ -6,18 +6,22 @@
 #      end-to-end tests need: those tests are not run here);
 #   2. runs the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (label unit, less
 #      integration|slow|serial|gpu; any sanitizer report fails the test);
-#   3. fuzzes each target in fuzz/ for RINGMASTER_FUZZ_SECONDS (default 30) on a fresh copy of its
-#      seed corpus fuzz/corpus/<target>/; a crash, sanitizer report, leak, timeout or out-of-memory
-#      fails the script and leaves the input in build-sanitize/fuzz-artifacts/.
-# Knobs: RINGMASTER_FUZZ_SECONDS, RINGMASTER_SANITIZE_JOBS (build/test parallelism, default
-# nproc), RINGMASTER_SANITIZE_BUILD_DIR, RINGMASTER_FUZZ_ONLY=target[,target] (fuzz only these),
+#   3. fuzzes the targets in fuzz/, RINGMASTER_SANITIZE_JOBS at a time, for
+#      RINGMASTER_FUZZ_TOTAL_SECONDS (default 90) of wall time shared equally among them (at least
+#      5 s each), each on a fresh copy of its seed corpus fuzz/corpus/<target>/; a crash,
+#      sanitizer report, leak, timeout or out-of-memory fails the script and leaves the input in
+#      build-sanitize/fuzz-artifacts/. A longer campaign on one target:
+#      RINGMASTER_FUZZ_SECONDS=600 RINGMASTER_FUZZ_ONLY=target.
+# Knobs: RINGMASTER_FUZZ_TOTAL_SECONDS, RINGMASTER_FUZZ_SECONDS (per target, instead of a share of
+# the total), RINGMASTER_SANITIZE_JOBS (build/test parallelism, default nproc),
+# RINGMASTER_SANITIZE_BUILD_DIR, RINGMASTER_FUZZ_ONLY=target[,target] (fuzz only these),
 # RINGMASTER_SKIP_FUZZ=1 / RINGMASTER_SKIP_SANITIZE_TESTS=1 (skip step 3 / step 2).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BUILD="${RINGMASTER_SANITIZE_BUILD_DIR:-$ROOT/build-sanitize}"
 JOBS="${RINGMASTER_SANITIZE_JOBS:-$(nproc)}"
-SECONDS_PER_TARGET="${RINGMASTER_FUZZ_SECONDS:-30}"
+FUZZ_TOTAL_SECONDS="${RINGMASTER_FUZZ_TOTAL_SECONDS:-90}"
 start=$(date +%s)
 step() { echo "sanitize-and-fuzz: [$(($(date +%s) - start))s] $*"; }
 
@@ -69,22 +73,53 @@ if [[ ${RINGMASTER_SKIP_FUZZ:-0} != 1 ]]; then
   artifacts="$BUILD/fuzz-artifacts"
   rm -rf "$work"
   mkdir -p "$work" "$artifacts"
-  for f in "${fuzzers[@]}"; do
-    step "fuzz $f for ${SECONDS_PER_TARGET}s"
+  # A bounded total, so that a new target does not lengthen CI: libFuzzer runs on one core, so
+  # $JOBS targets run at once and the total is shared among the rounds this takes.
+  n=${#fuzzers[@]}
+  parallel=$((JOBS > 0 ? JOBS : 1))
+  rounds=$(((n + parallel - 1) / parallel))
+  seconds_per_target=$((FUZZ_TOTAL_SECONDS / (rounds > 0 ? rounds : 1)))
+  ((seconds_per_target >= 5)) || seconds_per_target=5
+  seconds_per_target=${RINGMASTER_FUZZ_SECONDS:-$seconds_per_target}
+  fuzz_one() {
+    local f=$1 extra=()
     cp -r "$ROOT/fuzz/corpus/$f" "$work/$f"
-    extra=()
     # The coordinator logs every event to stderr; libFuzzer still prints its reports.
     [[ $f == coordinator_requests_fuzz ]] && extra+=(-close_fd_mask=2)
-    if ! "$BUILD/fuzz/$f" -max_total_time="$SECONDS_PER_TARGET" -timeout=20 -rss_limit_mb=2560 \
+    "$BUILD/fuzz/$f" -max_total_time="$seconds_per_target" -timeout=20 -rss_limit_mb=2560 \
       -print_final_stats=1 -artifact_prefix="$artifacts/$f-" "${extra[@]}" "$work/$f" \
-      >"$work/$f.log" 2>&1; then
-      tail -n 60 "$work/$f.log"
+      >"$work/$f.log" 2>&1
+  }
+  # Reports one finished target (its pid in $1, exit status in $2).
+  fuzz_done() {
+    local f=${target_of[$1]}
+    if (($2 != 0)); then
+      tail -n 60 "$work/$f.log" || true
       failed+=("$f")
     else
-      grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)" "$work/$f.log" |
-        tr '\n' ' ' || true
-      echo
+      echo "$f: $(grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)" \
+        "$work/$f.log" | tr '\n' ' ')"
     fi
+  }
+  step "fuzz ${n} targets for ${seconds_per_target}s each, ${parallel} at a time"
+  declare -A target_of=()
+  running=0
+  for f in "${fuzzers[@]}"; do
+    if ((running >= parallel)); then
+      status=0
+      wait -n -p pid || status=$?
+      fuzz_done "$pid" "$status"
+      running=$((running - 1))
+    fi
+    fuzz_one "$f" &
+    target_of[$!]=$f
+    running=$((running + 1))
+  done
+  while ((running > 0)); do
+    status=0
+    wait -n -p pid || status=$?
+    fuzz_done "$pid" "$status"
+    running=$((running - 1))
   done
 fi
 

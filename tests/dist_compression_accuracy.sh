@@ -1,30 +1,62 @@
 #!/usr/bin/env bash
 # ctest-labels: integration;slow
-# Gradient compression must not cost accuracy: the demo task (the embedded default job: a
-# 2-layer BERT trained from scratch on 8000 generated sentences, 8 epochs) at 2 ranks reaches,
-# with each compression mode on, a dev accuracy within 1 point of the uncompressed run (on 4000
-# dev sentences, so that evaluating one model is itself accurate to about ±0.35 points).
-# fp16 / bf16 / int8 run under full_shard (compression inside the reduce-scatter, int8 with
-# error feedback), and int8 once more under no_shard (the two-stage all-reduce, with error
-# feedback and zero-block skipping); they are compared on one seed. PowerSGD (rank 4, exact all-reduces for the
-# first 10% of steps) runs under no_shard and is compared on the mean of two training seeds,
-# against the uncompressed mean of the same seeds: on this task the seed alone moves accuracy
-# by more than a point (uncompressed 0.959 at seed 42, 0.947 at 43), so one seed cannot tell a
-# 1-point loss from noise. Takes 14-18 minutes on 2 cores. Measured 2026-11-30: none
-# 0.959 / 0.947, fp16 0.962, bf16 0.959, int8 0.959 (full_shard) and 0.960 (no_shard), PowerSGD
-# 0.963 / 0.933 (mean -0.5 pt; starting after the LR warmup only: 0.940 / 0.939, mean -1.4 pt).
+# Gradient compression must not cost accuracy: a 2-layer BERT trained from scratch at 2 ranks on
+# generated sentences reaches, with each compression mode on, a dev accuracy within 1 point of
+# the uncompressed run (on 4000 dev sentences, so that evaluating one model is itself accurate to
+# about ±0.35 points). fp16 / bf16 / int8 run under full_shard (compression inside the
+# reduce-scatter, int8 with error feedback), and int8 once more under no_shard (the two-stage
+# all-reduce, with error feedback and zero-block skipping); they are compared on one seed.
+# PowerSGD (rank 4, exact all-reduces for the first 10% of steps) runs under no_shard and is
+# compared on the mean of two training seeds, against the uncompressed mean of the same seeds:
+# in the long form the seed alone moved accuracy by more than a point, so one seed cannot tell a
+# 1-point loss from noise. Every compression must send under half of fp32's bytes, PowerSGD
+# under a quarter.
+#
+# Two forms with the same checks, 2000 optimizer steps of global batch 32 each, the demo job's
+# learning rate, warmup and schedule:
+#  - short (the default, CI): width 64 (intermediate 256, 156k parameters), 64000 generated
+#    sentences seen once, evaluated once at the end, no periodic checkpoints. About a third of
+#    the long form's CPU time (29 s against 93 s per run, both ranks). Measured 2026-12-01:
+#    none 0.966 / 0.969 (seeds 42 / 43), fp16 0.965, bf16 0.967, int8 0.970 (full_shard) and
+#    0.967 (no_shard), PowerSGD 0.959 / 0.965 (mean -0.6 pt, as the long form's -0.5). It fails
+#    on an int8 decoder broken on purpose to read the previous block's scale (0.627 under
+#    full_shard) and on PowerSGD at rank 2 (0.947 / 0.963, mean -1.2 pt). It cannot see what
+#    PowerSGD's start step does, which the long form can: starting after the LR warmup only gave
+#    0.974 / 0.968 here (+0.3 pt) against the long form's -1.4 pt. Rank 4 loses less on width-64
+#    matrices, so tune PowerSGD with the long form.
+#  - long (RINGMASTER_COMPRESSION_ACCURACY=long, scripts/bench-compression-accuracy.sh): the demo
+#    job itself, width 128 (517k parameters), 8 epochs over 8000 sentences, evaluated after each.
+#    14-18 minutes on 2 cores. Measured 2026-11-30: none 0.959 / 0.947, fp16 0.962, bf16 0.959,
+#    int8 0.959 (full_shard) and 0.960 (no_shard), PowerSGD 0.963 / 0.933 (mean -0.5 pt;
+#    starting after the LR warmup only: 0.940 / 0.939, mean -1.4 pt).
 set -euo pipefail
 T=${TRAINER:?}
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib/ranks.sh"
+# Each form's edits of the default job, and the lines they must leave in it.
+case ${RINGMASTER_COMPRESSION_ACCURACY:-short} in
+  short)
+    train_rows=64000
+    edits=(-e "s|epochs: 8$|epochs: 1|" -e "s|hidden_size: 128$|hidden_size: 64|"
+      -e "s|intermediate_size: 512$|intermediate_size: 256|"
+      -e "s|checkpoint_every_steps: 200$|checkpoint_every_steps: 0|")
+    want=("epochs: 1" "hidden_size: 64" "intermediate_size: 256" "checkpoint_every_steps: 0") ;;
+  long) train_rows=8000 edits=() want=("epochs: 8" "hidden_size: 128") ;;
+  *) echo "RINGMASTER_COMPRESSION_ACCURACY is short or long, not '$RINGMASTER_COMPRESSION_ACCURACY'"
+    exit 2 ;;
+esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-"$T" gen-data --out data --train 8000 --dev 4000 --seed 42 >/dev/null
+"$T" gen-data --out data --train "$train_rows" --dev 4000 --seed 42 >/dev/null
 job() {  # $1 = name, $2 = sharding, $3 = compression, $4 = training seed
   "$T" print-default-job | sed -e "s|runs/demo/data/|data/|" -e "s|dir: runs/demo|dir: $1|" \
-    -e "s|micro_batch_size: 32|micro_batch_size: 16|" -e "s|seed: 42|seed: $4|" >"$1.yaml"
-  grep -q "seed: $4\$" "$1.yaml" || { echo "FAIL: the default job has no 'seed: 42' to replace"; exit 1; }
+    -e "s|micro_batch_size: 32|micro_batch_size: 16|" -e "s|seed: 42|seed: $4|" "${edits[@]}" \
+    >"$1.yaml"
+  # The default job must still hold what is replaced, or the runs would not be what is claimed.
+  for w in "seed: $4" "micro_batch_size: 16" "global_batch_size: 32" "${want[@]}"; do
+    grep -q "^ *$w\$" "$1.yaml" || { echo "FAIL: the default job has no '$w' after editing" >&2; exit 1; }
+  done
   printf 'distributed:\n  sharding: %s\n  compression: %s\n' "$2" "$3" >>"$1.yaml"
   echo "$work/$1.yaml"
 }
@@ -39,7 +71,7 @@ for spec in "none no_shard none 42" "none43 no_shard none 43" "fp16 full_shard f
   read -r name sharding compression seed <<<"$spec"
   start=$SECONDS
   launch_ranks 2 1 "$(job "$name" "$sharding" "$compression" "$seed")" "$work/$name"
-  wait_ranks || { echo "FAIL: $name: a rank failed"; tail -3 "$work/$name"-*.log; exit 1; }
+  wait_ranks || { echo "FAIL: $name: a rank failed"; tail -n 3 "$work/$name"-*.log; exit 1; }
   acc[$name]=$(accuracy "$work/$name")
   wire=$(grep -o '"reduce_wire_bytes": [0-9]*' "$name/ranks/rank-0.json" | grep -o '[0-9]*$')
   raw=$(grep -o '"reduce_raw_bytes": [0-9]*' "$name/ranks/rank-0.json" | grep -o '[0-9]*$')

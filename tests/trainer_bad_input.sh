@@ -48,6 +48,11 @@ expect_error "missing job file" "nope.yaml" -- "$T" train --config "$work/nope.y
 sed 's/lr: 1.0e-3}/lr: 1.0e-3, precision: bf16}/' "$work/job.yaml" >"$work/bf16.yaml"
 expect_error "bf16 on the CPU" "bf16.yaml: train.precision: bf16 needs train.device: cuda" -- \
   "$T" train --config "$work/bf16.yaml"
+# device auto resolves to the CPU here; NCCL cannot carry a CPU rank's collectives (and may not
+# be built): an error naming the setting, not a silent fall-back to Gloo.
+sed 's/lr: 1.0e-3}/lr: 1.0e-3, device: auto}/' "$work/job.yaml" >"$work/nccl.yaml"
+echo 'distributed: {backend: nccl}' >>"$work/nccl.yaml"
+expect_error "nccl on a CPU rank" "nccl.yaml: distributed.backend: nccl" -- "$T" train --config "$work/nccl.yaml"
 
 # TSV rows.
 printf 'sentence\tlabel\ngood\t1\nbad\n' >"$work/data/missing.tsv"

@@ -19,6 +19,9 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "trainer/data/sentiment_gen.h"
+#if RINGMASTER_HAVE_NCCL
+#include "trainer/comm/nccl_communicator.h"
+#endif
 #include "trainer/data/tsv.h"
 #include "trainer/dist/dist_context.h"
 #include "trainer/job/default_job.h"
@@ -155,9 +158,26 @@ absl::Status Train(const Args& a) {
   } else {
     status = rt::RankStatus::CreateAnonymous();
   }
+  rt::CommChoice comm;
+  absl::StatusOr<rt::CommBackend> backend = rt::CommBackendFromJob(job.distributed.backend);
+  RM_RETURN_IF_ERROR(BadJob(backend.status()));  // the job's validation already refuses these
+  comm.backend = *backend;
+  // Every rank of this trainer computes on the CPU (train.device cuda is refused until the CUDA
+  // engine exists; it will pass its device here), so auto means Gloo.
+  comm.cuda_device = -1;
+#if RINGMASTER_HAVE_NCCL
+  comm.nccl = &rt::NcclCommunicator::Create;
+#endif
+  // A backend this rank cannot use is the job's fault: restarting cannot help.
+  if (absl::Status s =
+          rt::ResolveCommBackend(comm.backend, comm.cuda_device >= 0, comm.nccl != nullptr)
+              .status();
+      !s.ok()) {
+    return BadJob(absl::Status(s.code(), absl::StrCat(job.source, ": ", s.message())));
+  }
   RM_ASSIGN_OR_RETURN(
       auto dist, rt::DistContext::Create(env, job.distributed.sharding == "hybrid_shard", timeout,
-                                         status.get()));
+                                         status.get(), comm));
   absl::StatusOr<std::unique_ptr<rt::Trainer>> trainer = rt::Trainer::Create(job, dist.get());
   if (!trainer.ok()) {
     // Missing or malformed files and impossible settings are the job's fault; a lost peer

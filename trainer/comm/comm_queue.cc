@@ -4,13 +4,13 @@
 
 namespace ringmaster::trainer {
 
-absl::Status Work::Wait() {
+absl::Status QueuedWork::Wait() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return done_; });
   return status_;
 }
 
-bool Work::Done() {
+bool QueuedWork::IsDone() {
   std::lock_guard<std::mutex> lock(mu_);
   return done_;
 }
@@ -27,7 +27,7 @@ CommQueue::~CommQueue() {
 }
 
 std::shared_ptr<Work> CommQueue::Submit(std::function<absl::Status()> op) {
-  auto work = std::make_shared<Work>();
+  auto work = std::make_shared<QueuedWork>();
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.emplace_back(std::move(op), work);
@@ -51,7 +51,7 @@ absl::Status CommQueue::Drain() {
 void CommQueue::Loop() {
   for (;;) {
     std::function<absl::Status()> op;
-    std::shared_ptr<Work> work;
+    std::shared_ptr<QueuedWork> work;
     absl::Status failed;
     {
       std::unique_lock<std::mutex> lock(mu_);

@@ -17,15 +17,15 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "trainer/comm/work.h"
 
 namespace ringmaster::trainer {
 
-// Completion handle of one queued operation.
-class Work {
+// Completion handle of one queued operation: Wait blocks until the operation has run.
+class QueuedWork final : public Work {
  public:
-  // Blocks until the operation has run; returns its status.
-  absl::Status Wait();
-  bool Done();
+  absl::Status Wait() override;
+  bool IsDone() override;
 
  private:
   friend class CommQueue;
@@ -58,7 +58,7 @@ class CommQueue {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<std::function<absl::Status()>, std::shared_ptr<Work>>> queue_;
+  std::deque<std::pair<std::function<absl::Status()>, std::shared_ptr<QueuedWork>>> queue_;
   bool stop_ = false;
   absl::Status failure_;  // first failure; guarded by mu_
   std::shared_ptr<Work> last_;

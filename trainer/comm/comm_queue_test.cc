@@ -19,7 +19,7 @@ TEST(CommQueue, RunsInSubmissionOrderAndReportsEachStatus) {
     }));
   }
   ASSERT_TRUE(q.Drain().ok());
-  for (auto& w : works) EXPECT_TRUE(w->Done());
+  for (auto& w : works) EXPECT_TRUE(w->IsDone());
   ASSERT_EQ(order.size(), 50u);
   for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
 }

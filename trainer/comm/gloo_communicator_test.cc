@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "trainer/comm/float16.h"
 #include "trainer/comm/store.h"
 
 namespace ringmaster::trainer {
@@ -233,13 +235,189 @@ std::string RunAllCollectives(int rank, int size, Store& store) {
   return "";
 }
 
+// ---- Typed collectives (bf16, fp16, int8, bytes) through the Work-returning interface.
+
+// Element i of rank r's buffer, as the type's bits: values whose 16-bit sums need rounding
+// (many significant bits, both signs), and small int8 values whose sums stay in range.
+uint16_t Value16(DataType t, int r, size_t i) {
+  const float v = (i % 3 == 0 ? -1.0f : 1.0f) * (1.0f + 0.37f * r + 0.0131f * i);
+  return t == DataType::kBFloat16 ? Fp32ToBf16(v) : Fp32ToFp16(v);
+}
+int8_t ValueInt8(int r, size_t i) {
+  return static_cast<int8_t>((r + 1) * (static_cast<int>(i % 7) - 3));
+}
+float ToFp32(DataType t, uint16_t h) {
+  return t == DataType::kBFloat16 ? Bf16ToFp32(h) : Fp16ToFp32(h);
+}
+uint16_t FromFp32(DataType t, float f) {
+  return t == DataType::kBFloat16 ? Fp32ToBf16(f) : Fp32ToFp16(f);
+}
+
+// Rank `rank`'s buffer of `count` elements of `t` (bytes), element i being Value(r, i + offset).
+std::vector<uint8_t> Buffer(DataType t, int r, size_t count, size_t offset) {
+  std::vector<uint8_t> b(count * DataTypeSize(t));
+  for (size_t i = 0; i < count; ++i) {
+    if (t == DataType::kInt8) {
+      b[i] = static_cast<uint8_t>(ValueInt8(r, i + offset));
+    } else {
+      const uint16_t h = Value16(t, r, i + offset);
+      std::memcpy(&b[2 * i], &h, 2);
+    }
+  }
+  return b;
+}
+
+// The expected sum of element i (index i + offset) over `size` ranks: int8 exactly; 16-bit
+// types as the fp32 sum of the ranks' values in rank order, rounded once to the type.
+std::vector<uint8_t> ExpectedSum(DataType t, int size, size_t count, size_t offset) {
+  std::vector<uint8_t> b(count * DataTypeSize(t));
+  for (size_t i = 0; i < count; ++i) {
+    if (t == DataType::kInt8) {
+      int sum = 0;
+      for (int r = 0; r < size; ++r) sum += ValueInt8(r, i + offset);
+      b[i] = static_cast<uint8_t>(static_cast<int8_t>(sum));
+    } else {
+      float acc = ToFp32(t, Value16(t, 0, i + offset));
+      for (int r = 1; r < size; ++r) acc += ToFp32(t, Value16(t, r, i + offset));
+      const uint16_t h = FromFp32(t, acc);
+      std::memcpy(&b[2 * i], &h, 2);
+    }
+  }
+  return b;
+}
+
+std::string FirstMismatch(const char* op, DataType t, int rank, const std::vector<uint8_t>& got,
+                          const std::vector<uint8_t>& want) {
+  if (got.size() != want.size()) return absl::StrCat("rank ", rank, ": ", op, " size differs");
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      return absl::StrCat("rank ", rank, ": ", op, " ", DataTypeName(t), " byte ", i, " = ", got[i],
+                          ", want ", want[i]);
+    }
+  }
+  return "";
+}
+
+// Runs `work`, which a Gloo communicator hands back already done, and returns its status.
+absl::Status DoneStatus(const std::shared_ptr<Work>& work, bool* was_done) {
+  *was_done = work->IsDone();
+  return work->Wait();
+}
+
+#define CHILD_CHECK_WORK(expr)                                                              \
+  do {                                                                                      \
+    bool done_ = false;                                                                     \
+    absl::Status s_ = DoneStatus((expr), &done_);                                           \
+    if (!done_) return absl::StrCat("rank ", rank, ": " #expr ": Work not done on return"); \
+    if (!s_.ok()) return absl::StrCat("rank ", rank, ": " #expr ": ", s_.ToString());       \
+  } while (0)
+
+#define CHILD_RETURN_IF(text)   \
+  do {                          \
+    std::string e_ = (text);    \
+    if (!e_.empty()) return e_; \
+  } while (0)
+
+std::string RunTypedCollectives(int rank, int size, Store& store) {
+  auto comm_or = GlooCommunicator::Create(store, rank, size, "127.0.0.1", kOpTimeout);
+  if (!comm_or.ok()) return absl::StrCat("rank ", rank, ": Create: ", comm_or.status().ToString());
+  Communicator& comm = **comm_or;
+  const CommStream own;
+  for (DataType t : {DataType::kBFloat16, DataType::kFloat16, DataType::kInt8}) {
+    // AllReduceSum on a count that no world size divides (the all-reduce pads its blocks).
+    const size_t n = 1037;
+    std::vector<uint8_t> data = Buffer(t, rank, n, 0);
+    CHILD_CHECK_WORK(comm.AllReduceSumAsync(data.data(), n, t, own));
+    CHILD_RETURN_IF(FirstMismatch("AllReduceSum", t, rank, data, ExpectedSum(t, size, n, 0)));
+
+    // ReduceScatterSum: rank r's input block j holds elements j*k .. j*k+k-1.
+    const size_t k = 259;
+    std::vector<uint8_t> in = Buffer(t, rank, k * size, 0);
+    std::vector<uint8_t> out(k * DataTypeSize(t), 0xee);
+    CHILD_CHECK_WORK(comm.ReduceScatterSumAsync(in.data(), out.data(), k, t, own));
+    CHILD_RETURN_IF(FirstMismatch("ReduceScatterSum", t, rank, out,
+                                  ExpectedSum(t, size, k, static_cast<size_t>(rank) * k)));
+
+    // AllGather: block r of the output is rank r's buffer, bit for bit.
+    std::vector<uint8_t> mine = Buffer(t, rank, k, 5), all(k * size * DataTypeSize(t), 0xee);
+    CHILD_CHECK_WORK(comm.AllGatherAsync(mine.data(), all.data(), k, t, own));
+    std::vector<uint8_t> want_all;
+    for (int r = 0; r < size; ++r) {
+      const std::vector<uint8_t> b = Buffer(t, r, k, 5);
+      want_all.insert(want_all.end(), b.begin(), b.end());
+    }
+    CHILD_RETURN_IF(FirstMismatch("AllGather", t, rank, all, want_all));
+
+    // Broadcast from the last rank.
+    std::vector<uint8_t> b =
+        rank == size - 1 ? Buffer(t, rank, n, 11) : std::vector<uint8_t>(n * DataTypeSize(t), 0xee);
+    CHILD_CHECK_WORK(comm.BroadcastAsync(b.data(), n, t, size - 1, own));
+    CHILD_RETURN_IF(FirstMismatch("Broadcast", t, rank, b, Buffer(t, size - 1, n, 11)));
+
+    // AllToAll of 3 elements per rank: rank receives block `rank` of every rank.
+    std::vector<uint8_t> send = Buffer(t, rank, 3 * size, 0), recv(send.size(), 0xee);
+    CHILD_CHECK_WORK(comm.AllToAllAsync(send.data(), recv.data(), 3, t, own));
+    std::vector<uint8_t> want_recv;
+    for (int r = 0; r < size; ++r) {
+      const std::vector<uint8_t> from = Buffer(t, r, 3 * size, 0);
+      const size_t block = 3 * DataTypeSize(t);
+      want_recv.insert(want_recv.end(), from.begin() + rank * block,
+                       from.begin() + (rank + 1) * block);
+    }
+    CHILD_RETURN_IF(FirstMismatch("AllToAll", t, rank, recv, want_recv));
+  }
+
+  // Raw bytes: all-to-all and all-gather of 7 bytes per rank through the typed interface.
+  std::vector<uint8_t> send(7 * size), recv(7 * size, 0xee), gathered(7 * size, 0xee);
+  for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<uint8_t>(rank * 31 + i);
+  CHILD_CHECK_WORK(comm.AllToAllAsync(send.data(), recv.data(), 7, DataType::kBytes, own));
+  CHILD_CHECK_WORK(comm.AllGatherAsync(send.data(), gathered.data(), 7, DataType::kBytes, own));
+  for (int r = 0; r < size; ++r) {
+    for (size_t i = 0; i < 7; ++i) {
+      if (recv[r * 7 + i] != static_cast<uint8_t>(r * 31 + rank * 7 + i)) {
+        return absl::StrCat("rank ", rank, ": AllToAll bytes from rank ", r, " byte ", i);
+      }
+      if (gathered[r * 7 + i] != static_cast<uint8_t>(r * 31 + i)) {
+        return absl::StrCat("rank ", rank, ": AllGather bytes from rank ", r, " byte ", i);
+      }
+    }
+  }
+
+  // Argument errors come back as done Works carrying InvalidArgument, and leave the
+  // communicator usable (every rank makes the same mistakes, so no collective is skewed).
+  auto expect_invalid = [&](const std::shared_ptr<Work>& w, const char* what) -> std::string {
+    if (!w->IsDone()) return absl::StrCat("rank ", rank, ": ", what, ": Work not done");
+    const absl::Status s = w->Wait();
+    if (s.code() != absl::StatusCode::kInvalidArgument) {
+      return absl::StrCat("rank ", rank, ": ", what, ": want InvalidArgument, got ", s.ToString());
+    }
+    return "";
+  };
+  uint8_t byte = 0;
+  int stream_word = 0;  // Any non-null handle: Gloo takes no device stream.
+  CHILD_RETURN_IF(
+      expect_invalid(comm.AllReduceSumAsync(&byte, 1, DataType::kBytes, own), "sum of bytes"));
+  CHILD_RETURN_IF(expect_invalid(comm.ReduceScatterSumAsync(&byte, &byte, 1, DataType::kBytes, own),
+                                 "reduce-scatter of bytes"));
+  CHILD_RETURN_IF(
+      expect_invalid(comm.BroadcastAsync(&byte, 1, DataType::kInt8, size, own), "bad root"));
+  CHILD_RETURN_IF(expect_invalid(
+      comm.AllReduceSumAsync(&byte, 1, DataType::kInt8, CommStream(&stream_word)), "a stream"));
+  CHILD_CHECK_WORK(comm.BarrierAsync(own));
+  return "";
+}
+
 class GlooCollectivesTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(GlooCollectivesTest, EveryCollectiveMatchesIndependentSums) {
   ExpectAllOk(RunRanks(GetParam(), absl::Seconds(60), RunAllCollectives));
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, GlooCollectivesTest, ::testing::Values(1, 2, 4));
+TEST_P(GlooCollectivesTest, TypedCollectivesMatchSumsRoundedOnce) {
+  ExpectAllOk(RunRanks(GetParam(), absl::Seconds(60), RunTypedCollectives));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, GlooCollectivesTest, ::testing::Values(1, 2, 3, 4));
 
 // The last rank kills itself after a successful barrier; the survivors' next collective must
 // fail with an error naming the operation, within the operation timeout, rather than hang.
@@ -267,8 +445,11 @@ TEST(GlooCommunicatorTest, SurvivorsFailBoundedWhenAPeerDies) {
     if (took > kOpTimeout + absl::Seconds(2)) {
       return absl::StrCat("rank ", rank, ": took ", absl::FormatDuration(took), ": ", s.ToString());
     }
-    // The communicator is poisoned: later ops fail fast instead of touching the transport.
-    absl::Status after = comm.Barrier();
+    // The communicator is poisoned: later ops fail fast instead of touching the transport, and
+    // the (done) Work carries that status.
+    std::shared_ptr<Work> after_work = comm.BarrierAsync(CommStream());
+    if (!after_work->IsDone()) return absl::StrCat("rank ", rank, ": Work not done on return");
+    absl::Status after = after_work->Wait();
     if (after.code() != absl::StatusCode::kFailedPrecondition ||
         !absl::StrContains(after.message(), "Barrier #2")) {
       return absl::StrCat("rank ", rank, ": op after failure: ", after.ToString());

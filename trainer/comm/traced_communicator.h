@@ -11,7 +11,9 @@
 
 namespace ringmaster::trainer {
 
-// The collectives of Communicator, as small integers (bounded metric label values).
+// The collectives of Communicator, as small integers (bounded metric label values). An
+// all-gather of kBytes is kAllGatherBytes and any other all-gather kAllGather, as before typed
+// collectives existed, so that the metric labels stay the same.
 enum class Collective : int {
   kAllReduceSum = 0,
   kReduceScatterSum,
@@ -36,24 +38,33 @@ class TracedCommunicator : public Communicator {
  public:
   // `counter` numbers collectives across the communicators of one rank (world, intra-node,
   // inter-node): every rank issues the same mix in the same order, so the numbers agree.
-  // `inner`, `observer` and `counter` must outlive this.
+  // `inner`, `observer` and `counter` must outlive this and every Work it returns.
+  //
+  // OnEnter is reported when an operation is issued; OnLeave when its Work is first seen done
+  // (by Wait, or IsDone returning true). For a backend that completes on the calling thread
+  // (Gloo) both happen before the call returns; for a stream-ordered one (NCCL) a Work nobody
+  // waits for leaves its collective "entered", which is what the hang diagnosis should see.
   TracedCommunicator(Communicator* inner, CollectiveObserver* observer,
                      std::atomic<uint64_t>* counter)
       : inner_(inner), observer_(observer), counter_(counter) {}
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
-  absl::Status AllReduceSum(float* data, size_t n) override;
-  absl::Status ReduceScatterSum(const float* in, float* out, size_t n_per_rank) override;
-  absl::Status AllGather(const float* in, float* out, size_t n_per_rank) override;
-  absl::Status AllToAll(const void* in, void* out, size_t bytes_per_rank) override;
-  absl::Status AllGatherBytes(const void* in, void* out, size_t bytes_per_rank) override;
-  absl::Status Broadcast(float* data, size_t n, int root) override;
-  absl::Status Barrier() override;
+  std::shared_ptr<Work> AllReduceSumAsync(void* data, size_t count, DataType type,
+                                          CommStream stream) override;
+  std::shared_ptr<Work> ReduceScatterSumAsync(const void* in, void* out, size_t count_per_rank,
+                                              DataType type, CommStream stream) override;
+  std::shared_ptr<Work> AllGatherAsync(const void* in, void* out, size_t count_per_rank,
+                                       DataType type, CommStream stream) override;
+  std::shared_ptr<Work> AllToAllAsync(const void* in, void* out, size_t count_per_rank,
+                                      DataType type, CommStream stream) override;
+  std::shared_ptr<Work> BroadcastAsync(void* data, size_t count, DataType type, int root,
+                                       CommStream stream) override;
+  std::shared_ptr<Work> BarrierAsync(CommStream stream) override;
 
  private:
   template <typename Fn>
-  absl::Status Trace(Collective op, Fn&& fn);
+  std::shared_ptr<Work> Trace(Collective op, Fn&& enqueue);
 
   Communicator* inner_;
   CollectiveObserver* observer_;

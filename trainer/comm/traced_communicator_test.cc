@@ -30,7 +30,9 @@ class RecordingObserver : public CollectiveObserver {
 
 class FailingCommunicator : public LocalCommunicator {
  public:
-  absl::Status Barrier() override { return absl::UnavailableError("Barrier #9: peer gone"); }
+  std::shared_ptr<Work> BarrierAsync(CommStream) override {
+    return MakeCompletedWork(absl::UnavailableError("Barrier #9: peer gone"));
+  }
 };
 
 TEST(TracedCommunicatorTest, NumbersCollectivesAcrossCommunicatorsSharingACounter) {
@@ -65,6 +67,58 @@ TEST(TracedCommunicatorTest, NumbersCollectivesAcrossCommunicatorsSharingACounte
   }
   EXPECT_STREQ(CollectiveName(Collective::kReduceScatterSum), "ReduceScatterSum");
   EXPECT_EQ(a.size(), 1);
+}
+
+// A Work that completes when the test says so, like an NCCL operation still on its stream.
+class PendingWork : public Work {
+ public:
+  absl::Status Wait() override {
+    done = true;
+    return status;
+  }
+  bool IsDone() override { return done; }
+  bool done = false;
+  absl::Status status = absl::DeadlineExceededError("AllReduceSum #0 did not complete");
+};
+
+class StreamOrderedCommunicator : public LocalCommunicator {
+ public:
+  std::shared_ptr<Work> AllReduceSumAsync(void*, size_t, DataType, CommStream) override {
+    return pending;
+  }
+  std::shared_ptr<PendingWork> pending = std::make_shared<PendingWork>();
+};
+
+TEST(TracedCommunicatorTest, AStreamOrderedOperationLeavesWhenItsWorkIsDone) {
+  StreamOrderedCommunicator inner;
+  RecordingObserver obs;
+  std::atomic<uint64_t> counter{0};
+  TracedCommunicator traced(&inner, &obs, &counter);
+
+  uint16_t x[4] = {};
+  std::shared_ptr<Work> w = traced.AllReduceSumAsync(x, 4, DataType::kBFloat16, CommStream());
+  ASSERT_EQ(obs.events.size(), 1u);  // entered, not left: the hang diagnosis sees it running
+  EXPECT_TRUE(obs.events[0].enter);
+  EXPECT_FALSE(w->IsDone());
+  EXPECT_EQ(obs.events.size(), 1u);
+
+  const absl::Status s = w->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(s.message(),
+            "in collective #1 (AllReduceSum, as `ringmaster status` numbers it): AllReduceSum #0 "
+            "did not complete");
+  ASSERT_EQ(obs.events.size(), 2u);
+  EXPECT_FALSE(obs.events[1].enter);
+  EXPECT_EQ(obs.events[1].seq, 1u);
+  EXPECT_TRUE(w->IsDone());
+  EXPECT_EQ(w->Wait(), s);           // the same status again
+  EXPECT_EQ(obs.events.size(), 2u);  // and left only once
+
+  // A byte all-gather keeps its own label.
+  uint8_t in[2] = {1, 2}, out[2] = {};
+  ASSERT_TRUE(traced.AllGatherBytes(in, out, 2).ok());
+  EXPECT_EQ(obs.events.back().op, Collective::kAllGatherBytes);
+  EXPECT_EQ(out[1], 2);
 }
 
 }  // namespace

@@ -33,11 +33,56 @@ absl::StatusOr<absl::Duration> CollectiveTimeoutFromEnv() {
   return absl::Seconds(s);
 }
 
+absl::StatusOr<CommBackend> CommBackendFromJob(std::string_view backend) {
+  if (backend == "auto") return CommBackend::kAuto;
+  if (backend == "nccl") return CommBackend::kNccl;
+  if (backend == "gloo") return CommBackend::kGloo;
+  return absl::InvalidArgumentError(absl::StrCat("distributed.backend: '", std::string(backend),
+                                                 "' is not one of: auto, nccl, gloo"));
+}
+
+const char* CommBackendName(CommBackend b) {
+  switch (b) {
+    case CommBackend::kAuto:
+      return "auto";
+    case CommBackend::kNccl:
+      return "nccl";
+    case CommBackend::kGloo:
+      return "gloo";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<CommBackend> ResolveCommBackend(CommBackend requested, bool cuda_rank,
+                                               bool nccl_built) {
+  switch (requested) {
+    case CommBackend::kAuto:
+      return cuda_rank && nccl_built ? CommBackend::kNccl : CommBackend::kGloo;
+    case CommBackend::kGloo:
+      return CommBackend::kGloo;
+    case CommBackend::kNccl:
+      if (!nccl_built) {
+        return absl::InvalidArgumentError(
+            "distributed.backend: nccl, but this trainer was built without NCCL (no nccl.h and "
+            "libnccl found at configure time; see trainer/comm/CMakeLists.txt); use auto or gloo");
+      }
+      if (!cuda_rank) {
+        return absl::InvalidArgumentError(
+            "distributed.backend: nccl needs a rank on a CUDA device, and this rank computes on "
+            "the CPU; use auto or gloo");
+      }
+      return CommBackend::kNccl;
+  }
+  return absl::InvalidArgumentError("distributed.backend: unknown value");
+}
+
 absl::StatusOr<std::unique_ptr<DistContext>> DistContext::Create(const DistEnv& env,
                                                                  bool node_groups,
                                                                  absl::Duration timeout,
-                                                                 CollectiveObserver* observer) {
-  RM_ASSIGN_OR_RETURN(std::unique_ptr<DistContext> c, CreateUntraced(env, node_groups, timeout));
+                                                                 CollectiveObserver* observer,
+                                                                 const CommChoice& comm) {
+  RM_ASSIGN_OR_RETURN(std::unique_ptr<DistContext> c,
+                      CreateUntraced(env, node_groups, timeout, comm));
   if (observer != nullptr) {
     auto wrap = [&](std::unique_ptr<Communicator>& comm, std::unique_ptr<Communicator>& raw) {
       if (comm == nullptr) return;
@@ -53,11 +98,37 @@ absl::StatusOr<std::unique_ptr<DistContext>> DistContext::Create(const DistEnv& 
 
 absl::StatusOr<std::unique_ptr<DistContext>> DistContext::CreateUntraced(const DistEnv& env,
                                                                          bool node_groups,
-                                                                         absl::Duration timeout) {
+                                                                         absl::Duration timeout,
+                                                                         const CommChoice& comm) {
+  RM_ASSIGN_OR_RETURN(
+      const CommBackend backend,
+      ResolveCommBackend(comm.backend, comm.cuda_device >= 0, comm.nccl != nullptr));
   std::unique_ptr<DistContext> c(new DistContext());
   c->env_ = env;
   c->timeout_ = timeout;
+  c->backend_ = backend;
+  const std::string host = env.iface.empty() ? "127.0.0.1" : env.iface;
+  // One communicator of `size` ranks, rendezvousing under `prefix` of `store`.
+  auto make = [&](Store& store, const std::string& prefix, int rank,
+                  int size) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+    PrefixStore scoped(prefix, store);
+    if (backend == CommBackend::kNccl) {
+      return comm.nccl(scoped, rank, size, comm.cuda_device, timeout);
+    }
+    return GlooCommunicator::Create(scoped, rank, size, host, timeout);
+  };
   if (!env.distributed || env.world_size == 1) {
+    if (backend == CommBackend::kNccl) {
+      // A CUDA rank alone still gets an NCCL communicator: its collectives take device memory,
+      // which the LocalCommunicator (host copies) cannot. The rendezvous is in-process.
+      c->store_ = std::make_unique<FakeStore>();
+      RM_ASSIGN_OR_RETURN(c->world_, make(*c->store_, "world/", 0, 1));
+      if (node_groups) {
+        RM_ASSIGN_OR_RETURN(c->intra_, make(*c->store_, "intra/", 0, 1));
+        RM_ASSIGN_OR_RETURN(c->inter_, make(*c->store_, "inter/", 0, 1));
+      }
+      return c;
+    }
     c->world_ = std::make_unique<LocalCommunicator>();
     if (node_groups) {
       c->intra_ = std::make_unique<LocalCommunicator>();
@@ -74,19 +145,12 @@ absl::StatusOr<std::unique_ptr<DistContext>> DistContext::CreateUntraced(const D
   // A restarted job must not meet the addresses of its previous generation.
   c->scoped_ =
       std::make_unique<PrefixStore>(absl::StrCat("gen", env.restart_count, "/"), *c->store_);
-  const std::string host = env.iface.empty() ? "127.0.0.1" : env.iface;
-  {
-    PrefixStore s("world/", *c->scoped_);
-    RM_ASSIGN_OR_RETURN(c->world_,
-                        GlooCommunicator::Create(s, env.rank, env.world_size, host, timeout));
-  }
+  RM_ASSIGN_OR_RETURN(c->world_, make(*c->scoped_, "world/", env.rank, env.world_size));
   if (node_groups) {
-    PrefixStore si(absl::StrCat("intra", env.group_rank, "/"), *c->scoped_);
-    RM_ASSIGN_OR_RETURN(c->intra_, GlooCommunicator::Create(si, env.local_rank,
-                                                            env.local_world_size, host, timeout));
-    PrefixStore se(absl::StrCat("inter", env.local_rank, "/"), *c->scoped_);
-    RM_ASSIGN_OR_RETURN(c->inter_,
-                        GlooCommunicator::Create(se, env.group_rank, env.num_nodes, host, timeout));
+    RM_ASSIGN_OR_RETURN(c->intra_, make(*c->scoped_, absl::StrCat("intra", env.group_rank, "/"),
+                                        env.local_rank, env.local_world_size));
+    RM_ASSIGN_OR_RETURN(c->inter_, make(*c->scoped_, absl::StrCat("inter", env.local_rank, "/"),
+                                        env.group_rank, env.num_nodes));
   }
   c->heartbeat_ = std::thread([p = c.get()] { p->Beat(); });
   return c;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -19,15 +20,46 @@
 
 namespace ringmaster::trainer {
 
+// The transport of a rank's collectives: the job's `distributed.backend`.
+enum class CommBackend { kAuto, kNccl, kGloo };
+
+// The one place the job's `distributed.backend` string becomes a CommBackend ("auto", "nccl",
+// "gloo"; anything else is InvalidArgument naming the setting). Once the job carries a typed
+// backend, this conversion is all that changes.
+absl::StatusOr<CommBackend> CommBackendFromJob(std::string_view backend);
+const char* CommBackendName(CommBackend b);
+
+// NcclCommunicator::Create (trainer/comm/nccl_communicator.h), for programs that link it.
+using NcclCommunicatorFactory = absl::StatusOr<std::unique_ptr<Communicator>> (*)(
+    Store& store, int rank, int size, int device, absl::Duration timeout);
+
+// How DistContext builds the communicators of this rank.
+struct CommChoice {
+  CommBackend backend = CommBackend::kAuto;
+  int cuda_device = -1;  // The CUDA device this rank computes on; -1 for a CPU rank.
+  // Null where the program was built without NCCL (the `ringmaster_nccl_communicator` target
+  // defines RINGMASTER_HAVE_NCCL for the code that links it).
+  NcclCommunicatorFactory nccl = nullptr;
+};
+
+// The backend `requested` resolves to (kNccl or kGloo): auto is NCCL for a CUDA rank when NCCL
+// was built, else Gloo (a CUDA rank on Gloo must stage its buffers through host memory). nccl
+// without NCCL built, or on a CPU rank, is InvalidArgument naming the setting.
+absl::StatusOr<CommBackend> ResolveCommBackend(CommBackend requested, bool cuda_rank,
+                                               bool nccl_built);
+
 class DistContext {
  public:
-  // Rendezvous of every rank of `env` (a no-op for a single process). `node_groups` also builds
-  // the intra-node and inter-node communicators (hybrid_shard). `timeout` bounds the rendezvous
-  // and every later collective. `observer` (optional, must outlive the context) is told every
-  // collective each communicator enters and leaves, numbered across all of them.
-  static absl::StatusOr<std::unique_ptr<DistContext>> Create(
-      const DistEnv& env, bool node_groups, absl::Duration timeout,
-      CollectiveObserver* observer = nullptr);
+  // Rendezvous of every rank of `env` (a no-op for a single CPU process). `node_groups` also
+  // builds the intra-node and inter-node communicators (hybrid_shard). `timeout` bounds the
+  // rendezvous and every later collective. `observer` (optional, must outlive the context) is
+  // told every collective each communicator enters and leaves, numbered across all of them.
+  // `comm` picks the backend (ResolveCommBackend); a single process gets a LocalCommunicator,
+  // or for a CUDA rank on NCCL an NCCL communicator of one (collectives on device memory).
+  static absl::StatusOr<std::unique_ptr<DistContext>> Create(const DistEnv& env, bool node_groups,
+                                                             absl::Duration timeout,
+                                                             CollectiveObserver* observer = nullptr,
+                                                             const CommChoice& comm = CommChoice());
   ~DistContext();
 
   const DistEnv& env() const { return env_; }
@@ -37,6 +69,7 @@ class DistContext {
   Communicator* intra() const { return intra_.get(); }  // null unless node_groups
   Communicator* inter() const { return inter_.get(); }
   absl::Duration timeout() const { return timeout_; }
+  CommBackend backend() const { return backend_; }  // kNccl or kGloo (kGloo for a world of one)
 
   // After a failed collective: which ranks stopped beating their heart (lost) and which are
   // alive but did not complete (stalled), appended to `failure`'s message. Takes a few seconds.
@@ -46,11 +79,13 @@ class DistContext {
   DistContext() = default;
   static absl::StatusOr<std::unique_ptr<DistContext>> CreateUntraced(const DistEnv& env,
                                                                      bool node_groups,
-                                                                     absl::Duration timeout);
+                                                                     absl::Duration timeout,
+                                                                     const CommChoice& comm);
   void Beat();
 
   DistEnv env_;
   absl::Duration timeout_;
+  CommBackend backend_ = CommBackend::kGloo;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Store> scoped_;  // the store under this generation's prefix
   std::unique_ptr<Communicator> world_, intra_, inter_;

@@ -1,5 +1,7 @@
-// Tests for PowerSGD (compression.h): several ranks simulated in one process, each on its own
+// Tests for PowerSGD (powersgd.h): several ranks simulated in one process, each on its own
 // thread, with a summing fake collective.
+#include "trainer/dist/powersgd.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,8 +15,6 @@
 #include <random>
 #include <thread>
 #include <vector>
-
-#include "trainer/dist/compression.h"
 
 namespace ringmaster::trainer {
 namespace {

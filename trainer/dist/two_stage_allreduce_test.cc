@@ -1,6 +1,8 @@
 // TwoStageAllReduce (the compressed all-reduce of no_shard and of hybrid_shard's cross-node
 // part) over a fake world of g threads that exchange buffers in memory.
 
+#include "trainer/dist/two_stage_allreduce.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,8 +14,6 @@
 #include <random>
 #include <thread>
 #include <vector>
-
-#include "trainer/dist/compression.h"
 
 namespace ringmaster::trainer {
 namespace {

@@ -9,11 +9,20 @@
 //    communicator's device, or managed memory). Host pointers, pageable or pinned, and
 //    pointers into another device's memory are rejected with InvalidArgument before anything
 //    is enqueued.
-//  - Operations run on the communicator's own stream (created with cudaStreamNonBlocking, so
-//    they overlap compute on other streams) and each synchronises that stream before returning:
-//    on OK the result is in place and visible to every stream. The caller must make sure the
-//    input is ready (e.g. cudaStreamSynchronize / an event on the producing stream) before the
-//    call; CommQueue (trainer/comm/comm_queue.h) provides asynchrony on top.
+//  - Operations are enqueued on the CommStream given (a cudaStream_t of this communicator's
+//    device) or, for a default CommStream, on the communicator's own stream (created with
+//    cudaStreamNonBlocking, so it overlaps compute on other streams). Nothing is synchronised
+//    when an operation is issued: it runs after the work already on its stream, later work on
+//    that stream sees its result, and its Work completes on a CUDA event recorded after it.
+//    Work::Wait polls that event and NCCL's asynchronous error state; past the collective
+//    timeout (counted from the later of the issue and the wait), or on an error, it aborts the
+//    NCCL communicator and returns a Status naming the operation and its sequence number. The
+//    blocking forms (Communicator::AllReduceSum(...) etc.) use the communicator's own stream,
+//    so the caller must make sure the input is ready (e.g. an event on the producing stream)
+//    before the call; CommQueue (trainer/comm/comm_queue.h) provides host-side asynchrony.
+//  - Sums of bf16 (NCCL >= 2.10) and fp16 are NCCL's: rounded as its algorithm combines the
+//    ranks' values, not once at the end as Gloo does. Gathers, all-to-all and broadcast move
+//    bytes, whatever the type.
 //  - Argument errors (null/host/overlapping buffers, a bad Broadcast root) return
 //    InvalidArgument without consuming a sequence number or poisoning the communicator, as in
 //    the Gloo backend; the other ranks, which did issue the op, will then time out.
@@ -24,9 +33,10 @@
 // older NCCL, initialisation is blocking (ncclCommInitRank) and cannot be bounded: a rank that
 // never joins hangs Create. Collectives are bounded in both cases.
 //
-// Not thread-safe: one caller at a time (CommQueue's worker serialises). Any thread may call:
-// each operation first makes the communicator's device current on the calling thread (and
-// leaves it so).
+// Not thread-safe to issue from two threads at once (CommQueue's worker serialises); a Work may
+// be waited for on any thread. Any thread may issue: each operation first makes the
+// communicator's device current on the calling thread (and leaves it so). A Work may outlive its
+// communicator: destruction flushes NCCL, and the Work then completes with its event.
 #pragma once
 
 #include <memory>

@@ -1,8 +1,8 @@
 // NcclCommunicator on real GPUs: every collective on device buffers at world size 1 (copied
-// back and compared), rebuilding on a fresh PrefixStore, argument checking, bounded rendezvous
-// and initialisation, and (with two or more GPUs) two ranks in two threads on two devices,
-// including a collective that one rank never joins. The whole binary exits 77 (CTest "skipped")
-// where no CUDA device exists.
+// back and compared), typed operations ordered on a caller's stream, rebuilding on a fresh
+// PrefixStore, argument checking, bounded rendezvous and initialisation, and (with two or more
+// GPUs) two ranks in two threads on two devices, including a collective that one rank never joins.
+// The whole binary exits 77 (CTest "skipped") where no CUDA device exists.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -20,9 +21,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "trainer/comm/comm_queue.h"
+#include "trainer/comm/nccl_communicator.h"
 #include "trainer/comm/store.h"
 #include "trainer/cuda/device_array.h"
-#include "trainer/cuda/nccl_communicator.h"
 
 namespace ringmaster::trainer {
 namespace {
@@ -96,6 +97,60 @@ TEST(NcclCommunicatorTest, SingleRankOpsReturnTheirInput) {
   EXPECT_TRUE((*comm)->AllReduceSum(nullptr, 0).ok());
   EXPECT_TRUE((*comm)->AllGather(nullptr, nullptr, 0).ok());
   EXPECT_TRUE((*comm)->AllToAll(nullptr, nullptr, 0).ok());
+}
+
+// Typed operations enqueued on a caller's stream: each is ordered after the upload already on
+// that stream, the download queued after it sees its result, and its Work completes (by event)
+// without the stream being synchronised by the communicator. At world size 1 every result
+// equals its input; kBytes cannot be summed.
+TEST(NcclCommunicatorTest, TypedOpsOnACallerStreamCompleteByEvent) {
+  FakeStore store;
+  auto created = NcclCommunicator::Create(store, 0, 1, 0, kTimeout);
+  ASSERT_TRUE(created.ok()) << created.status();
+  Communicator& comm = **created;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const CommStream on(stream);
+
+  // 777 16-bit elements (or 1554 int8): codes below 0x4000, finite and positive as bf16 and as
+  // fp16, so that even a sum computed at world size 1 returns them bit for bit.
+  std::vector<uint8_t> x(2 * 777);
+  for (size_t i = 0; i < 777; ++i) {
+    const uint16_t code = static_cast<uint16_t>((i * 37) & 0x3fff);
+    std::memcpy(&x[2 * i], &code, 2);
+  }
+  for (DataType t : {DataType::kBFloat16, DataType::kFloat16, DataType::kInt8}) {
+    SCOPED_TRACE(DataTypeName(t));
+    const size_t count = x.size() / DataTypeSize(t);
+    DeviceArray<uint8_t> d(x.size()), out(x.size());
+    std::vector<uint8_t> back(x.size(), 0);
+    ASSERT_EQ(cudaMemcpyAsync(d.p, x.data(), x.size(), cudaMemcpyHostToDevice, stream),
+              cudaSuccess);
+    std::shared_ptr<Work> reduce = comm.AllReduceSumAsync(d.p, count, t, on);
+    std::shared_ptr<Work> gather = comm.AllGatherAsync(d.p, out.p, count, t, on);
+    ASSERT_EQ(cudaMemcpyAsync(back.data(), out.p, x.size(), cudaMemcpyDeviceToHost, stream),
+              cudaSuccess);
+    EXPECT_TRUE(reduce->Wait().ok());
+    EXPECT_TRUE(gather->Wait().ok());
+    EXPECT_TRUE(reduce->IsDone());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(back, x);
+
+    std::shared_ptr<Work> scatter = comm.ReduceScatterSumAsync(d.p, out.p, count, t, on);
+    EXPECT_TRUE(scatter->Wait().ok());
+    EXPECT_EQ(out.Download(), x);
+    std::shared_ptr<Work> bcast = comm.BroadcastAsync(d.p, count, t, 0, on);
+    std::shared_ptr<Work> a2a = comm.AllToAllAsync(d.p, out.p, count, t, on);
+    EXPECT_TRUE(bcast->Wait().ok());
+    EXPECT_TRUE(a2a->Wait().ok());
+    EXPECT_EQ(out.Download(), x);
+  }
+  DeviceArray<uint8_t> d(x);
+  std::shared_ptr<Work> bad = comm.AllReduceSumAsync(d.p, x.size(), DataType::kBytes, on);
+  EXPECT_TRUE(bad->IsDone());
+  EXPECT_EQ(bad->Wait().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(comm.BarrierAsync(on)->Wait().ok());  // an argument error does not poison
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
 TEST(NcclCommunicatorTest, PublishesTheUniqueIdUnderItsKey) {

@@ -1,6 +1,6 @@
 // Tests for the gradient-compression codecs: fp16/bf16 casts and blockwise int8 with error
 // feedback (PowerSGD has its own file, powersgd_test.cc).
-#include "trainer/dist/compression.h"
+#include "trainer/dist/wire_codec.h"
 
 #include <gtest/gtest.h>
 
