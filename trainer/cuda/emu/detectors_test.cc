@@ -165,6 +165,32 @@ TEST_F(DetectorTest, SyncthreadsInDivergentCode) {
   cudaFree(out);
 }
 
+TEST_F(DetectorTest, SyncthreadsAfterSomeThreadsReturned) {
+  float* out = DeviceFloats(64);
+  const unsigned long before = cuda_emu::ErrorCount();
+  EXPECT_EQ(BarrierAfterReturn(out), cudaErrorLaunchFailure);
+  EXPECT_TRUE(Reported(before, "reached by 32 of 64 threads"));
+  cuda_emu::ResetErrorsForTest();
+  (void)cudaGetLastError();
+  Disable(cuda_emu::kBarrier);  // exited threads then count as arrived, as on most hardware
+  EXPECT_EQ(BarrierAfterReturn(out), cudaSuccess);
+  cudaFree(out);
+}
+
+TEST_F(DetectorTest, GridYOver65535IsRefused) {
+  float* out = DeviceFloats(65536);
+  EXPECT_EQ(TallGrid(out, 65535), cudaSuccess);
+  EXPECT_EQ(TallGrid(out, 65536), cudaErrorInvalidConfiguration);
+  EXPECT_NE(cuda_emu::LastErrorMessage().find("grid (1,65536,1)"), std::string::npos);
+  (void)cudaGetLastError();
+  Disable(cuda_emu::kLaunchShape);
+  EXPECT_EQ(TallGrid(out, 65536), cudaSuccess);
+  std::vector<float> h(65536);
+  ASSERT_EQ(cudaMemcpy(h.data(), out, h.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(h[65535], 1.0f);
+  cudaFree(out);
+}
+
 TEST_F(DetectorTest, ShuffleNamingExitedLanes) {
   float* out = DeviceFloats(32);
   const unsigned long before = cuda_emu::ErrorCount();

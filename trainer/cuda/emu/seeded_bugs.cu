@@ -42,6 +42,17 @@ __global__ void DivergentBarrierKernel(float* out) {
   }
 }
 
+__global__ void BarrierAfterReturnKernel(float* out) {
+  if (threadIdx.x >= 32) return;  // the bug: the barrier below is not reached by every thread
+  out[threadIdx.x] = 1.0f;
+  __syncthreads();
+  out[threadIdx.x] += 1.0f;
+}
+
+__global__ void TallGridKernel(float* out) {
+  if (threadIdx.x == 0) out[blockIdx.y] = 1.0f;
+}
+
 __global__ void ShuffleAfterExitKernel(float* out) {
   const int lane = threadIdx.x;
   if (lane >= 16) return;
@@ -98,6 +109,14 @@ cudaError_t SharedOnePastEnd(float* out) {
 }
 cudaError_t DivergentBarrier(float* out) {
   DivergentBarrierKernel<<<1, 32>>>(out);
+  return cudaGetLastError();
+}
+cudaError_t BarrierAfterReturn(float* out) {
+  BarrierAfterReturnKernel<<<1, 64>>>(out);
+  return cudaGetLastError();
+}
+cudaError_t TallGrid(float* out, unsigned grid_y) {
+  TallGridKernel<<<dim3(1, grid_y), 32>>>(out);
   return cudaGetLastError();
 }
 cudaError_t ShuffleAfterExit(float* out) {

@@ -18,6 +18,10 @@ cudaError_t WriteOnePastEnd(float* out, int n);
 cudaError_t SharedOnePastEnd(float* out);
 // __syncthreads on two different lines of an if/else (barrier detector).
 cudaError_t DivergentBarrier(float* out);
+// Threads 32.. of a 64-thread block return before a __syncthreads the others reach (barrier).
+cudaError_t BarrierAfterReturn(float* out);
+// out[blockIdx.y] = 1 over a grid of (1, grid_y) blocks (grid-dimension limits).
+cudaError_t TallGrid(float* out, unsigned grid_y);
 // Lanes 16..31 return, then the warp shuffles with a full mask (warp detector).
 cudaError_t ShuffleAfterExit(float* out);
 // Tree sum of 256 values in shared memory, with or without the barrier between levels
