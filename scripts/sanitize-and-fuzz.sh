@@ -41,7 +41,12 @@ grep -E "^-- ringmaster:" "$BUILD.configure.log" || true
 # Unit tests whose binaries are named as the tests (ringmaster_add_unit_tests), and fuzz targets
 # (their corpus-replay tests are named <target>_corpus).
 test_filter=(-L unit -LE 'integration|slow|serial|gpu')
-mapfile -t unit_tests < <(ctest --test-dir "$BUILD" -N "${test_filter[@]}" | sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p')
+# The emulated CUDA tests (RINGMASTER_CUDA_EMU, label emulated) once each: kernels_gpu_test under
+# one schedule (the plain build runs all three, and its racecheck build); its binary is named
+# without the schedule.
+emu_filter=(-L emulated -LE slow -E '^kernels_gpu_test_(reverse|random|racecheck)$')
+mapfile -t unit_tests < <({ ctest --test-dir "$BUILD" -N "${test_filter[@]}"; ctest --test-dir "$BUILD" -N "${emu_filter[@]}"; } |
+  sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p' | sed -E 's/^kernels_gpu_test_forward$/kernels_gpu_test/')
 mapfile -t fuzzers < <(ctest --test-dir "$BUILD" -N -L fuzz | sed -nE 's/^ *Test +#[0-9]+: (.*)_corpus$/\1/p')
 if [[ -n ${RINGMASTER_FUZZ_ONLY:-} ]]; then
   IFS=, read -ra fuzzers <<<"$RINGMASTER_FUZZ_ONLY"
@@ -59,6 +64,8 @@ if [[ ${RINGMASTER_SKIP_SANITIZE_TESTS:-0} != 1 ]]; then
   # A failure is reported at the end, after the fuzzers had their turn.
   ctest --test-dir "$BUILD" "${test_filter[@]}" --output-on-failure -j"$JOBS" --timeout 900 ||
     failed+=("unit tests")
+  ctest --test-dir "$BUILD" "${emu_filter[@]}" --output-on-failure -j"$JOBS" --timeout 900 ||
+    failed+=("emulated gpu tests")
 fi
 
 if [[ ${RINGMASTER_SKIP_FUZZ:-0} != 1 ]]; then

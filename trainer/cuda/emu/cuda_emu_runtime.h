@@ -1,0 +1,48 @@
+// The emulator's CPU runtime as seen by other emulated libraries (the cuBLAS(Lt) and NCCL
+// stand-ins) and by tests. The CUDA runtime API itself (cudaMalloc, cudaMemcpy, streams, ...) is
+// implemented with the toolkit's own declarations from <cuda_runtime.h>; this header adds what a
+// stand-in needs on top. These names are stable.
+//
+// Device memory is host memory: a device pointer may be dereferenced by emulator code (and by
+// stand-ins) directly. Streams are in-order queues executed synchronously at the call, which is
+// a legal (if slow) order of any in-order stream; events record "done".
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace cuda_emu {
+
+// The cudaMalloc allocation (or cudaMallocHost buffer, device -1) containing p, or nullopt.
+struct Allocation {
+  void* base = nullptr;
+  size_t bytes = 0;
+  int device = 0;  // the current device of the thread that allocated it; -1 for host pinned
+};
+std::optional<Allocation> FindAllocation(const void* p);
+
+// The calling host thread's current device (cudaSetDevice/cudaGetDevice), 0 by default, and the
+// number of devices (env CUDA_EMU_DEVICES, default 1).
+int CurrentDevice();
+int DeviceCount();
+
+// Reports an emulator error: printed to stderr with `what`, becomes the thread's last error
+// (cudaGetLastError/cudaPeekAtLastError) and, for errors that corrupt a context on a real GPU
+// (cudaErrorLaunchFailure, cudaErrorIllegalAddress), the sticky error every later call returns.
+void ReportError(cudaError_t e, const std::string& what);
+
+// The sticky error (cudaSuccess when none). Stand-ins return it before doing any work.
+cudaError_t StickyError();
+
+// Tests only: clears the last and sticky errors so one process can seed several failures.
+void ResetErrorsForTest();
+
+// Number of reports since start; tests assert that a detector reported (or did not).
+unsigned long ErrorCount();
+// The text of the most recent report ("" if none).
+std::string LastErrorMessage();
+
+}  // namespace cuda_emu

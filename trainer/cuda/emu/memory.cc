@@ -1,0 +1,256 @@
+// cudaMalloc/Free/Memcpy/Memset and the allocation table behind FindAllocation.
+#include "trainer/cuda/emu/memory.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "trainer/cuda/emu/cuda_emu_runtime.h"
+#include "trainer/cuda/emu/options.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CUDA_EMU_HAVE_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define CUDA_EMU_HAVE_ASAN 1
+#endif
+
+namespace cuda_emu {
+namespace {
+
+#if defined(CUDA_EMU_HAVE_ASAN)
+constexpr size_t kGuardBytes = 0;  // ASan's own redzones are exact and name the line
+#else
+constexpr size_t kGuardBytes = 256;
+#endif
+constexpr unsigned char kGuardByte = 0xcd;
+
+struct Entry {
+  size_t bytes;
+  int device;
+};
+
+struct Table {
+  std::mutex mu;
+  std::map<uintptr_t, Entry> allocs;  // base → entry
+};
+Table& T() {
+  static Table* t = new Table;  // never destroyed: frees from static destructors stay valid
+  return *t;
+}
+
+// The allocation containing [p, p + n) (n = 0: containing p, or p one past its end).
+std::optional<Allocation> Find(const void* p, size_t n) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> l(T().mu);
+  auto it = T().allocs.upper_bound(a);
+  if (it == T().allocs.begin()) return std::nullopt;
+  --it;
+  const size_t end = it->first + it->second.bytes;
+  if (n == 0 ? a > end : a + n > end) return std::nullopt;
+  return Allocation{reinterpret_cast<void*>(it->first), it->second.bytes, it->second.device};
+}
+
+cudaError_t Allocate(void** p, size_t n, int device) {
+  if (p == nullptr) return cudaErrorInvalidValue;
+  if (cudaError_t e = StickyError(); e != cudaSuccess) return e;
+  void* mem = nullptr;
+  if (posix_memalign(&mem, 256, std::max<size_t>(n, 1) + kGuardBytes) != 0) {
+    ReportError(cudaErrorMemoryAllocation, "cudaMalloc(" + std::to_string(n) + "): out of memory");
+    return cudaErrorMemoryAllocation;
+  }
+  auto* bytes = static_cast<unsigned char*>(mem);
+  if (GetOptions().On(kPoison)) {
+    for (size_t i = 0; i + 4 <= n; i += 4) memcpy(bytes + i, &kPoisonWord, 4);
+    memset(bytes + (n & ~size_t{3}), 0xa5, n & 3);
+  } else {
+    memset(bytes, 0, n);  // detector off: never-written memory reads as zeros
+  }
+  memset(bytes + n, kGuardByte, kGuardBytes);
+  std::lock_guard<std::mutex> l(T().mu);
+  T().allocs[reinterpret_cast<uintptr_t>(mem)] = Entry{n, device};
+  *p = mem;
+  return cudaSuccess;
+}
+
+bool GuardIntact(uintptr_t base, const Entry& e, size_t* bad) {
+  const auto* g = reinterpret_cast<const unsigned char*>(base + e.bytes);
+  for (size_t i = 0; i < kGuardBytes; ++i) {
+    if (g[i] != kGuardByte) {
+      *bad = i;
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string Hex(const void* p) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+// Poison detector on a device → host copy: never-written words (or values computed from them)
+// reaching the host are reported with their first offset.
+bool CheckPoison(const char* call, const void* src, size_t n) {
+  if (!GetOptions().On(kPoison)) return true;
+  const std::optional<Allocation> a = Find(src, n);
+  if (!a) return true;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(a->base);
+  const uintptr_t s = reinterpret_cast<uintptr_t>(src);
+  size_t count = 0, first = 0;
+  for (uintptr_t w = (s + 3) & ~uintptr_t{3}; w + 4 <= s + n; w += 4) {
+    uint32_t v;
+    memcpy(&v, reinterpret_cast<const void*>(w), 4);
+    if (IsPoisonWord(v)) {
+      if (count++ == 0) first = w - base;
+    }
+  }
+  if (count > 0) {
+    ReportError(cudaErrorInvalidValue,
+                std::string(call) + ": " + std::to_string(count) + " of " + std::to_string(n / 4) +
+                    " words copied to the host were never written on the device (or computed " +
+                    "from never-written memory); first at byte " + std::to_string(first) +
+                    " of the " + std::to_string(a->bytes) + "-byte allocation " + Hex(a->base));
+  }
+  return count == 0;
+}
+
+}  // namespace
+
+std::optional<Allocation> FindAllocation(const void* p) { return Find(p, 0); }
+
+bool CheckGuards(const char* after_kernel) {
+  if (!GetOptions().On(kBounds) || kGuardBytes == 0) return true;
+  std::string report;
+  {
+    std::lock_guard<std::mutex> l(T().mu);
+    for (const auto& [base, e] : T().allocs) {
+      size_t bad = 0;
+      if (!GuardIntact(base, e, &bad)) {
+        report = std::string(after_kernel) + ": wrote past the end of the " +
+                 std::to_string(e.bytes) + "-byte allocation " +
+                 Hex(reinterpret_cast<void*>(base)) + " (byte " + std::to_string(e.bytes + bad) +
+                 " changed; out-of-bounds global write)";
+        memset(reinterpret_cast<void*>(base + e.bytes), kGuardByte, kGuardBytes);
+        break;
+      }
+    }
+  }
+  if (report.empty()) return true;
+  ReportError(cudaErrorIllegalAddress, report);
+  return false;
+}
+
+}  // namespace cuda_emu
+
+extern "C" {
+
+cudaError_t cudaMalloc(void** p, size_t n) {
+  return cuda_emu::Allocate(p, n, cuda_emu::CurrentDevice());
+}
+cudaError_t cudaMallocHost(void** p, size_t n) { return cuda_emu::Allocate(p, n, -1); }
+cudaError_t cudaHostAlloc(void** p, size_t n, unsigned int) { return cuda_emu::Allocate(p, n, -1); }
+
+cudaError_t cudaFree(void* p) {
+  if (p == nullptr) return cudaSuccess;
+  cuda_emu::CheckGuards("before cudaFree");
+  bool erased = false;
+  {
+    std::lock_guard<std::mutex> l(cuda_emu::T().mu);
+    erased = cuda_emu::T().allocs.erase(reinterpret_cast<uintptr_t>(p)) == 1;
+  }
+  if (!erased) {
+    cuda_emu::ReportError(cudaErrorInvalidValue,
+                          "cudaFree(" + cuda_emu::Hex(p) + "): not the base of an allocation");
+    return cudaErrorInvalidValue;
+  }
+  free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void* p) { return cudaFree(p); }
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
+  if (n == 0) return cudaSuccess;
+  const auto d = cuda_emu::Find(dst, n), s = cuda_emu::Find(src, n);
+  const bool dd = d && d->device >= 0, sd = s && s->device >= 0;
+  // The direction check: a host pointer where device memory is named (or the reverse) is a bug
+  // on a GPU (an illegal address, or the host reading device memory); here both are host memory,
+  // so only this check can tell.
+  bool ok = true;
+  switch (kind) {
+    case cudaMemcpyHostToDevice:
+      ok = dd && !sd;
+      break;
+    case cudaMemcpyDeviceToHost:
+      ok = sd && !dd;
+      break;
+    case cudaMemcpyDeviceToDevice:
+      ok = dd && sd;
+      break;
+    case cudaMemcpyHostToHost:
+      ok = !dd && !sd;
+      break;
+    case cudaMemcpyDefault:
+      ok = true;
+      break;
+    default:
+      ok = false;
+  }
+  if (!ok && cuda_emu::GetOptions().On(cuda_emu::kMemcpyDirection)) {
+    static const char* kNames[] = {"HostToHost", "HostToDevice", "DeviceToHost", "DeviceToDevice",
+                                   "Default"};
+    cuda_emu::ReportError(
+        cudaErrorInvalidValue,
+        std::string("cudaMemcpy") + (kind >= 0 && kind <= 4 ? kNames[kind] : "?") + "(dst " +
+            cuda_emu::Hex(dst) + (d ? " device" : " host") + ", src " + cuda_emu::Hex(src) +
+            (s ? " device" : " host") + ", " + std::to_string(n) +
+            " bytes): the pointers do not match the direction (or a device range overruns its "
+            "allocation)");
+    return cudaErrorInvalidValue;
+  }
+  memmove(dst, src, n);
+  // The copy is done either way; a poisoned source makes the call fail so a test notices.
+  if (sd && !dd && !cuda_emu::CheckPoison("cudaMemcpy DeviceToHost", src, n)) {
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  return cudaMemcpy(dst, src, n, kind);  // in order: a stream executes at the call
+}
+
+cudaError_t cudaMemset(void* p, int value, size_t n) {
+  if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
+  const auto a = cuda_emu::Find(p, n);
+  if (!a || a->device < 0) {
+    cuda_emu::ReportError(cudaErrorInvalidValue, "cudaMemset(" + cuda_emu::Hex(p) + ", " +
+                                                     std::to_string(n) +
+                                                     " bytes): not inside one device allocation");
+    return cudaErrorInvalidValue;
+  }
+  memset(p, value, n);
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t) {
+  return cudaMemset(p, value, n);
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
+  cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, cuda_emu::CurrentDevice());
+  *total = prop.totalGlobalMem;
+  *free_bytes = prop.totalGlobalMem / 2;
+  return cudaSuccess;
+}
+
+}  // extern "C"

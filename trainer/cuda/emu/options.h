@@ -1,0 +1,60 @@
+// Emulator settings: the schedule (order of fibers inside a block and of blocks in a grid) and
+// which bug detectors are on. Read once from the environment; tests may change them through
+// MutableOptions() between launches (never during one).
+//
+//   CUDA_EMU_SCHEDULE=forward|reverse|random   order of runnable fibers in each round (forward)
+//   CUDA_EMU_BLOCK_ORDER=forward|reverse|random order of blocks (default: as the schedule)
+//   CUDA_EMU_SEED=<n>                           seed of the random orders (1)
+//   CUDA_EMU_WORKERS=<n>                        OS threads running blocks (1)
+//   CUDA_EMU_STACK_KB=<n>                       fiber stack size (64)
+//   CUDA_EMU_DISABLE=name,name,...              detectors to turn off (names in kDetectorNames)
+//   CUDA_EMU_DEVICES=<n>, CUDA_EMU_CC=6.1|7.0|8.0|9.0  see device_properties.h
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cuda_emu {
+
+enum class Schedule { kForward, kReverse, kRandom };
+
+// Parses "forward" | "reverse" | "random"; false on anything else.
+bool ParseSchedule(const std::string& s, Schedule* out);
+const char* ScheduleName(Schedule s);
+
+// One bit per detector; CUDA_EMU_DISABLE names them.
+enum Detector : uint32_t {
+  kLaunchShape = 1u << 0,      // block/grid limits, dynamic shared memory over the limit
+  kKernelPointers = 1u << 1,   // kernel pointer arguments that are not device memory
+  kMemcpyDirection = 1u << 2,  // cudaMemcpy pointers that contradict the cudaMemcpyKind
+  kPoison = 1u << 3,           // never-written device memory (signalling-NaN fill, checked on D2H)
+  kBarrier = 1u << 4,          // __syncthreads reached from different lines, or by part of a block
+  kWarp = 1u << 5,             // warp collectives naming exited or missing lanes
+  kBounds = 1u << 6,           // writes past the end of an allocation or of dynamic shared memory
+  kRace = 1u << 7,             // shared-memory races between barriers (racecheck)
+};
+inline constexpr struct {
+  Detector bit;
+  const char* name;
+} kDetectorNames[] = {{kLaunchShape, "launch"},     {kKernelPointers, "pointers"},
+                      {kMemcpyDirection, "memcpy"}, {kPoison, "poison"},
+                      {kBarrier, "barrier"},        {kWarp, "warp"},
+                      {kBounds, "bounds"},          {kRace, "race"}};
+
+struct Options {
+  Schedule schedule = Schedule::kForward;
+  Schedule block_order = Schedule::kForward;
+  uint64_t seed = 1;
+  int workers = 1;
+  size_t stack_bytes = 64 << 10;
+  uint32_t detectors = ~0u;  // all on
+  bool On(Detector d) const { return (detectors & d) != 0; }
+};
+
+// The process-wide options, parsed from the environment on first use. An unknown value is a
+// fatal error naming the variable (a typo must not silently run the default schedule).
+const Options& GetOptions();
+Options& MutableOptions();
+
+}  // namespace cuda_emu

@@ -1,0 +1,78 @@
+// Runs a grid: each block on one OS worker thread, each CUDA thread of the block a fiber
+// (Boost.Context fcontext, ~35 ns a switch). A fiber runs until it reaches a barrier
+// (__syncthreads, __syncwarp, a *_sync warp collective) or returns; when no fiber is runnable the
+// scheduler resolves the barriers (warp collectives are computed there, all lanes at once) and
+// reports deadlocks and divergence instead of hanging. The order of fibers in each round and of
+// blocks is the schedule (options.h), so a test can run a kernel under several interleavings.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <boost/context/detail/fcontext.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cuda_emu {
+
+enum class Wait : uint8_t { kRun, kBlock, kWarp, kDone };
+enum class WarpOp : uint8_t { kSync, kShflIdx, kShflUp, kShflDown, kShflXor, kBallot, kAny, kAll };
+enum class BlockOp : uint8_t { kSync, kCount, kAnd, kOr };
+
+// One CUDA thread.
+struct Lane {
+  boost::context::detail::fcontext_t ctx = nullptr;
+  Wait wait = Wait::kRun;
+  uint3 tid{};
+  int index = 0;  // linear thread index in the block
+  // The collective this lane waits at.
+  unsigned mask = 0;
+  WarpOp op = WarpOp::kSync;
+  BlockOp bop = BlockOp::kSync;
+  int arg = 0, width = 32, pred = 0;
+  unsigned char val[16] = {}, res[16] = {};
+  unsigned bres = 0;
+  const char* file = "";  // call site of the barrier (file:line in reports)
+  int line = 0;
+  char* stack = nullptr;
+  size_t stack_bytes = 0;
+};
+
+// One block being run by a worker.
+struct Block {
+  dim3 grid, block;
+  uint3 bid{};
+  int nthreads = 0;
+  std::vector<Lane> lanes;
+  boost::context::detail::fcontext_t sched = nullptr;
+  void (*body)(void*) = nullptr;
+  void* closure = nullptr;
+  std::vector<unsigned char> dyn;  // dynamic shared memory plus a guard zone (bounds detector)
+  size_t dyn_bytes = 0;
+  const char* kernel = "";
+  std::string error;
+  unsigned epoch = 0;                 // __syncthreads generation (race detector)
+  unsigned warp_epoch[32] = {};       // per-warp barrier generation (race detector)
+  const void* sched_stack = nullptr;  // AddressSanitizer fiber-switch bookkeeping
+  size_t sched_stack_bytes = 0;
+};
+
+// The block and lane running on this OS thread (null outside kernels). constinit: the compiler
+// reads them directly, without a TLS wrapper call.
+extern constinit thread_local Block* tl_block;
+extern constinit thread_local Lane* tl_lane;
+
+// Runs `body(closure)` for every thread of the grid. Errors go to ReportError; returns false if
+// any block failed.
+bool RunGrid(const char* kernel, dim3 grid, dim3 block, size_t dynamic_shared, void (*body)(void*),
+             void* closure);
+
+// Called by the running fiber: park at a warp collective / block barrier until it resolves.
+void ParkAtWarp(unsigned mask, WarpOp op, int arg, int width, int pred, const void* value,
+                size_t bytes, void* result);
+unsigned ParkAtBlock(BlockOp op, int pred, const char* file, int line);
+
+inline void* DynamicShared() { return tl_block->dyn.data(); }
+
+}  // namespace cuda_emu
