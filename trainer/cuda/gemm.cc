@@ -78,13 +78,10 @@ absl::StatusOr<Gemm::Plan*> Gemm::PlanFor(const Key& k) {
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tb, sizeof(tb)));
   RM_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &ta, sizeof(ta)));
-  if (k.has_bias) {
+  if (k.has_bias) {  // the bias has D's type (the attribute's default)
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     RM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    const int32_t bias_type = k.c_type;
-    RM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   }
   // m' = N, n' = M, k' = K.
   RM_RETURN_IF_ERROR(MakeLayout(&plan->a, static_cast<cudaDataType_t>(k.b_type), k.tb ? k.k : k.n,
