@@ -73,6 +73,8 @@ class Gemm {
   absl::Status LinearWeightGrad(const float* dy, const float* x, float* dw, int64_t rows,
                                 int64_t in, int64_t out, cudaStream_t stream);
 
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
  private:
   struct Key {
     int64_t m, n, k, lda, ldb, ldc, sa, sb, sc;
