@@ -1,0 +1,445 @@
+#include "trainer/train/train_loop.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_util.h"
+#include "common/log.h"
+#include "common/progress.h"
+#include "common/status_macros.h"
+#include "trainer/model/cpu_ops.h"
+#include "trainer/train/sharded_checkpoint.h"
+
+namespace ringmaster::trainer {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kDivergedPayload[] = "ringmaster.dev/diverged";
+
+// Dropout masks derive from (seed, step, micro-batch): a resumed run draws the same masks.
+uint64_t DropoutSeed(uint64_t seed, int64_t step, int micro) {
+  return cpu::Mix64(cpu::Mix64(seed ^ 0x5bd1e995ULL) ^ cpu::Mix64(static_cast<uint64_t>(step)) ^
+                    static_cast<uint64_t>(micro));
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+absl::Status Diverged(const std::string& message) {
+  absl::Status s = absl::InternalError(message);
+  s.SetPayload(kDivergedPayload, absl::Cord("1"));
+  return s;
+}
+
+bool IsDiverged(const absl::Status& status) {
+  return status.GetPayload(kDivergedPayload).has_value();
+}
+
+std::pair<size_t, size_t> SliceOf(const LoopWorld& world, size_t n, int rank) {
+  const std::vector<double>& weights = world.rank_weights;
+  if (weights.empty()) {
+    const size_t w = static_cast<size_t>(world.world_size), r = static_cast<size_t>(rank);
+    return {n * r / w, n * (r + 1) / w};
+  }
+  // Proportional to the weights: boundaries at the rounded cumulative shares.
+  double total = 0, before = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    total += weights[i];
+    if (static_cast<int>(i) < rank) before += weights[i];
+  }
+  auto at = [&](double cum) {
+    return std::min(n, static_cast<size_t>(std::llround(static_cast<double>(n) * cum / total)));
+  };
+  return {at(before), at(before + weights[rank])};
+}
+
+TrainPlan MakeTrainPlan(const JobSpec& job, const LoopWorld& world,
+                        const std::vector<uint32_t>& train_keys) {
+  TrainPlan p;
+  // Every rank runs the same number of micro-batches: enough for the largest share.
+  size_t largest = 0;
+  for (int r = 0; r < world.world_size; ++r) {
+    const auto [b, e] = SliceOf(world, static_cast<size_t>(job.train.global_batch_size), r);
+    largest = std::max(largest, e - b);
+  }
+  const size_t mbs = static_cast<size_t>(job.train.micro_batch_size);
+  p.accumulation = std::max<int>(1, static_cast<int>((largest + mbs - 1) / mbs));
+  p.steps_per_epoch = static_cast<int64_t>(
+      PlanEpoch(train_keys, job.train.global_batch_size, job.data.shuffle, job.train.seed, 0)
+          .size());
+  p.total_steps =
+      job.train.max_steps > 0 ? job.train.max_steps : p.steps_per_epoch * job.train.epochs;
+  p.schedule.kind = job.train.lr_schedule;
+  p.schedule.base_lr = job.train.lr;
+  p.schedule.total_steps = p.total_steps;
+  p.schedule.warmup_steps =
+      WarmupSteps(job.train.warmup_steps, job.train.warmup_ratio, p.total_steps);
+  return p;
+}
+
+std::vector<std::vector<int64_t>> ShareOf(const JobSpec& job, const LoopWorld& world,
+                                          const TrainPlan& plan,
+                                          const std::vector<int64_t>& global) {
+  const auto [b, e] = SliceOf(world, global.size(), world.rank);
+  std::vector<std::vector<int64_t>> micro(plan.accumulation);
+  const size_t mbs = static_cast<size_t>(job.train.micro_batch_size);
+  for (size_t i = b, k = 0; i < e; i += mbs, ++k) {
+    // Rounding can leave a weighted share a few rows over `accumulation` micro-batches: the
+    // last micro-batch takes them.
+    std::vector<int64_t>& dst = micro[std::min<size_t>(k, micro.size() - 1)];
+    dst.insert(dst.end(), global.begin() + i, global.begin() + std::min(e, i + mbs));
+  }
+  return micro;
+}
+
+TrainLoop::TrainLoop(JobSpec job, LoopWorld world, TrainData data, TrainPlan plan,
+                     std::unique_ptr<StepEngine> engine, ExportModel export_model)
+    : job_(std::move(job)),
+      world_(std::move(world)),
+      data_(std::move(data)),
+      plan_(std::move(plan)),
+      engine_(std::move(engine)),
+      export_model_(std::move(export_model)) {}
+
+absl::Status TrainLoop::RestoreLatest() {
+  std::vector<std::string> all = ListShardedCheckpoints(job_.output.dir);
+  // Newest first; a checkpoint any rank cannot read is skipped by all ranks together.
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    absl::StatusOr<LoadedShard> d = engine_->ReadCheckpoint(*it);
+    if (!d.ok() && d.status().code() == absl::StatusCode::kFailedPrecondition) return d.status();
+    if (d.ok() && d->meta.seed != job_.train.seed) {
+      return absl::FailedPreconditionError(absl::StrCat(*it, ": checkpoint was written with seed ",
+                                                        d->meta.seed, " but the job has seed ",
+                                                        job_.train.seed));
+    }
+    std::vector<float> bad = {d.ok() ? 0.0f : 1.0f};
+    RM_RETURN_IF_ERROR(engine_->AllReduceSum(&bad));
+    if (bad[0] > 0) {
+      LogWarning(absl::StrCat("skipping damaged checkpoint: ",
+                              d.ok() ? absl::StrCat(*it, ": unreadable on another rank")
+                                     : std::string(d.status().message())));
+      continue;
+    }
+    RM_RETURN_IF_ERROR(engine_->LoadCheckpoint(*d));
+    step_ = d->meta.step;
+    epoch_ = d->meta.epoch;
+    cursor_ = d->meta.cursor;
+    samples_seen_ = d->meta.samples_seen;
+    if (leader()) {
+      LogInfo(absl::StrCat("resumed from ", *it, " (step ", step_, ", epoch ", epoch_ + 1,
+                           ", written by ", d->meta.world_size, " rank(s), now ", world_.world_size,
+                           ")"));
+    }
+    // Drop metric lines of steps after the checkpoint: they are about to be redone.
+    const std::string path = (fs::path(job_.output.dir) / "metrics.jsonl").string();
+    absl::StatusOr<std::string> text = ReadFile(path);
+    if (leader() && text.ok()) {
+      std::string kept;
+      size_t pos = 0;
+      while (pos < text->size()) {
+        size_t end = text->find('\n', pos);
+        if (end == std::string::npos) end = text->size();
+        const std::string line = text->substr(pos, end - pos);
+        pos = end + 1;
+        nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+            j["step"].get<int64_t>() <= step_) {
+          kept += line + "\n";
+        }
+      }
+      RM_RETURN_IF_ERROR(WriteFileAtomic(path, kept));
+    }
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainLoop::Checkpoint() {
+  CheckpointMeta meta;
+  meta.step = step_;
+  meta.epoch = epoch_;
+  meta.cursor = cursor_;
+  meta.samples_seen = samples_seen_;
+  meta.seed = job_.train.seed;
+  meta.world_size = world_.world_size;
+  const auto t0 = std::chrono::steady_clock::now();
+  RM_ASSIGN_OR_RETURN(uint64_t bytes,
+                      engine_->SaveCheckpoint(job_.output.dir, meta, job_.output.keep_checkpoints));
+  metrics_->OnCheckpoint(SecondsSince(t0), bytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EvalResult> TrainLoop::EvaluateAll() {
+  // Rank r evaluates a contiguous share; every rank runs the same number of forwards (empty
+  // ones included) because an engine may communicate inside each (full_shard gathers
+  // parameters).
+  const std::vector<EncodedExample>& eval = data_.eval;
+  const size_t n = eval.size(), w = static_cast<size_t>(world_.world_size);
+  const size_t r = static_cast<size_t>(world_.rank);
+  const size_t b = n * r / w, e = n * (r + 1) / w;
+  const size_t bs = static_cast<size_t>(job_.train.eval_batch_size);
+  const size_t passes = ((n + w - 1) / w + bs - 1) / bs;
+  const int C = data_.num_labels;
+  double loss_sum = 0;
+  double correct = 0;
+  for (size_t k = 0; k < passes; ++k) {
+    const size_t lo = std::min(e, b + k * bs), hi = std::min(e, lo + bs);
+    if (lo == hi) {
+      engine_->EmptyEvalForward();
+      continue;
+    }
+    std::vector<int64_t> idx;
+    for (size_t i = lo; i < hi; ++i) idx.push_back(static_cast<int64_t>(i));
+    Batch batch = MakeBatch(eval, idx, data_.pad_id);
+    RM_ASSIGN_OR_RETURN(ForwardOutput out, engine_->EvalForward(batch));
+    loss_sum += static_cast<double>(out.loss) * batch.batch_size;
+    for (int i = 0; i < batch.batch_size; ++i) {
+      const float* row = out.logits.data() + static_cast<size_t>(i) * C;
+      if (C > 1 && static_cast<int>(std::max_element(row, row + C) - row) ==
+                       static_cast<int>(batch.labels[i])) {
+        ++correct;
+      }
+    }
+  }
+  RM_RETURN_IF_ERROR(engine_->status());
+  std::vector<float> sums = {static_cast<float>(loss_sum), static_cast<float>(correct)};
+  RM_RETURN_IF_ERROR(engine_->AllReduceSum(&sums));
+  EvalResult res;
+  res.examples = static_cast<int64_t>(n);
+  if (n > 0) {
+    res.loss = sums[0] / static_cast<double>(n);
+    res.accuracy = sums[1] / static_cast<double>(n);
+  }
+  return res;
+}
+
+absl::Status TrainLoop::AppendMetrics(const nlohmann::json& line) {
+  if (!leader()) return absl::OkStatus();
+  const std::string path = (fs::path(job_.output.dir) / "metrics.jsonl").string();
+  std::ofstream f(path, std::ios::app);
+  f << line.dump() << "\n";
+  f.flush();
+  if (!f) return absl::InternalError(absl::StrCat("cannot append to ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
+  RM_RETURN_IF_ERROR(RestoreLatest());
+  TrainResult result;
+  const int32_t pad = data_.pad_id;
+  const int world = world_.world_size;
+  const int accumulation = plan_.accumulation;
+  const int64_t total_steps = plan_.total_steps;
+  if (leader()) {
+    LogInfo(absl::StrFormat(
+        "training %s: %d train rows, %d eval rows, %lld parameters, %d epochs x %lld steps "
+        "(global batch %d = %d rank(s) x %d accumulation x micro-batch %d, sharding %s, "
+        "compression %s), total %lld steps",
+        job_.name, data_.train->size(), data_.eval.size(),
+        static_cast<long long>(engine_->num_params()), job_.train.epochs,
+        static_cast<long long>(plan_.steps_per_epoch), job_.train.global_batch_size, world,
+        accumulation, job_.train.micro_batch_size, job_.distributed.sharding,
+        job_.distributed.compression, static_cast<long long>(total_steps)));
+  }
+  if (!world_.rank_weights.empty()) {
+    const size_t gb = static_cast<size_t>(job_.train.global_batch_size);
+    const auto [b, e] = SliceOf(world_, gb, world_.rank);
+    LogInfo(absl::StrFormat("rank %d takes %d of every %d samples (RINGMASTER_RANK_WEIGHTS)",
+                            world_.rank, static_cast<int>(e - b), static_cast<int>(gb)));
+  }
+  ProgressReporter progress("train", total_steps, step_, leader() && ::isatty(2) != 0);
+  metrics_->OnStart(world, total_steps);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool saved_at_step = false;
+  const uint64_t seed = job_.train.seed;
+  while (step_ < total_steps) {
+    const auto plan =
+        PlanEpoch(data_.train_keys, job_.train.global_batch_size, job_.data.shuffle, seed, epoch_);
+    const int64_t plan_size = static_cast<int64_t>(plan.size());
+    // This rank's micro-batches from the cursor on, `accumulation` per step.
+    std::vector<std::vector<int64_t>> mine;
+    std::vector<int64_t> step_sizes;
+    for (int64_t g = cursor_; g < plan_size; ++g) {
+      for (auto& mb : ShareOf(job_, world_, plan_, plan[g])) mine.push_back(std::move(mb));
+      step_sizes.push_back(static_cast<int64_t>(plan[g].size()));
+    }
+    {
+      // The producer thread reads and tokenises this rank's rows of the next batches (and no
+      // others) while the engine computes.
+      const std::function<std::vector<int32_t>(std::string_view)> encode =
+          [this](std::string_view text) {
+            encoded_train_rows_.fetch_add(1, std::memory_order_relaxed);
+            return data_.encode(text);
+          };
+      const size_t count = mine.size();
+      BatchPrefetcher pf(
+          count,
+          [this, mine = std::move(mine), encode, pad](size_t i) {
+            return MakeIndexedBatch(*data_.train, mine[i], encode, pad);
+          },
+          /*depth=*/4);
+      int64_t k = 0;  // steps taken from this plan
+      while (cursor_ < plan_size && step_ < total_steps) {
+        const int64_t n_total = step_sizes[k++];
+        const auto step_start = std::chrono::steady_clock::now();
+        StepFigures fig;
+        engine_->BeginStep();
+        double loss = 0;
+        for (int i = 0; i < accumulation; ++i) {
+          const auto wait_start = std::chrono::steady_clock::now();
+          std::optional<Batch> batch = pf.Next();
+          fig.data_wait_seconds += SecondsSince(wait_start);
+          if (!batch) {
+            RM_RETURN_IF_ERROR(pf.status());
+            return absl::InternalError("data pipeline ended early");
+          }
+          fig.samples += batch->batch_size;
+          for (float mask : batch->attention_mask) fig.tokens += mask > 0 ? 1 : 0;
+          const bool last = i + 1 == accumulation;
+          if (batch->batch_size == 0) {
+            engine_->EmptyMicroBatch(last);
+            continue;
+          }
+          MicroBatchArgs args;
+          args.last_of_step = last;
+          args.loss_weight = static_cast<float>(batch->batch_size) / static_cast<float>(n_total);
+          args.dropout_seed = DropoutSeed(seed, step_, world_.rank * accumulation + i);
+          RM_ASSIGN_OR_RETURN(const float l, engine_->TrainMicroBatch(*batch, args));
+          loss += static_cast<double>(l) * args.loss_weight;
+        }
+        RM_RETURN_IF_ERROR(engine_->status());
+        const double lr = plan_.schedule.LrAt(step_);
+        const bool stop_here = stop != nullptr && stop->load();
+        RM_ASSIGN_OR_RETURN(
+            const StepTotals sr,
+            engine_->FinishStep(loss, lr, job_.train.max_grad_norm, stop_here ? 1.0f : 0.0f));
+        if (!std::isfinite(sr.loss) || !std::isfinite(sr.grad_norm)) {
+          // fp32 has no loss scale to lower: the step cannot be skipped and retried. Nothing of
+          // this step is checkpointed; the last committed checkpoint stays the latest.
+          return Diverged(
+              absl::StrCat(std::isfinite(sr.loss) ? absl::StrCat("gradient norm is ", sr.grad_norm)
+                                                  : absl::StrCat("loss is ", sr.loss),
+                           " at step ", step_ + 1, " (fp32): training diverged; stopping"));
+        }
+        ++step_;
+        ++cursor_;
+        samples_seen_ += n_total;
+        saved_at_step = false;
+        RM_RETURN_IF_ERROR(AppendMetrics({{"step", step_},
+                                          {"epoch", epoch_ + 1},
+                                          {"loss", sr.loss},
+                                          {"lr", lr},
+                                          {"grad_norm", sr.grad_norm}}));
+        progress.Update(step_, sr.loss, lr, n_total);
+        fig.step = step_;
+        fig.loss = sr.loss;
+        fig.learning_rate = lr;
+        fig.grad_norm = sr.grad_norm;
+        fig.seconds = SecondsSince(step_start);
+        fig.unix_time =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        const EngineFigures ef = engine_->figures();
+        metrics_->OnStep(fig, ef.comm);
+        metrics_->OnMemory(ef.persistent_bytes, ef.peak_transient_bytes);
+        if (cursor_ >= plan_size) {
+          if (!data_.eval.empty()) {
+            RM_ASSIGN_OR_RETURN(result.eval, EvaluateAll());
+            metrics_->OnEval(result.eval.loss, result.eval.accuracy);
+            progress.Message(absl::StrFormat("epoch %d: eval loss %.4f accuracy %.4f (%d rows)",
+                                             epoch_ + 1, result.eval.loss, result.eval.accuracy,
+                                             result.eval.examples));
+            RM_RETURN_IF_ERROR(AppendMetrics({{"step", step_},
+                                              {"epoch", epoch_ + 1},
+                                              {"eval_loss", result.eval.loss},
+                                              {"eval_accuracy", result.eval.accuracy}}));
+          }
+          ++epoch_;
+          cursor_ = 0;
+        }
+        // Any rank asked to stop stops every rank (they all must join the checkpoint).
+        const bool stopping = sr.flag_sum > 0;
+        const bool periodic = job_.output.checkpoint_every_steps > 0 &&
+                              step_ % job_.output.checkpoint_every_steps == 0;
+        if (periodic || stopping) {
+          RM_RETURN_IF_ERROR(Checkpoint());
+          saved_at_step = true;
+        }
+        if (stopping) {
+          progress.Finish();
+          LogInfo(absl::StrCat("stopped by signal at step ", step_, "; checkpoint saved"));
+          result.steps = step_;
+          result.interrupted = true;
+          return result;
+        }
+        if (cursor_ == 0) break;  // epoch finished: the next one has its own plan
+      }
+    }
+  }
+  progress.Finish();
+  const double train_seconds = SecondsSince(t0);
+  // Evaluate when the run ended mid-epoch (max_steps) so the result always has a figure.
+  if (!data_.eval.empty() && result.eval.examples == 0) {
+    RM_ASSIGN_OR_RETURN(result.eval, EvaluateAll());
+    if (leader()) {
+      LogInfo(absl::StrFormat("eval loss %.4f accuracy %.4f (%d rows)", result.eval.loss,
+                              result.eval.accuracy, result.eval.examples));
+    }
+  }
+  if (!saved_at_step) RM_RETURN_IF_ERROR(Checkpoint());
+  RM_RETURN_IF_ERROR(Finish(train_seconds, &result));
+  return result;
+}
+
+absl::Status TrainLoop::Finish(double train_seconds, TrainResult* result) {
+  result->steps = step_;
+  result->export_dir = (fs::path(job_.output.dir) / "final").string();
+  std::vector<float> full;
+  RM_RETURN_IF_ERROR(engine_->GatherFullParams(&full));
+  if (leader()) {
+    RM_RETURN_IF_ERROR(export_model_(result->export_dir, full.data()));
+    LogInfo(absl::StrCat("exported ", result->export_dir));
+  }
+  const EngineFigures ef = engine_->figures();
+  metrics_->OnMemory(ef.persistent_bytes, ef.peak_transient_bytes);
+  LogInfo(absl::StrFormat(
+      "rank %d: state memory %.1f MiB persistent + %.1f MiB peak transient; sent %.1f MiB "
+      "gathers, %.1f MiB reductions (%.1f MiB as fp32)",
+      world_.rank, ef.persistent_bytes / 1048576.0, ef.peak_transient_bytes / 1048576.0,
+      ef.comm.gather_bytes / 1048576.0, ef.comm.reduce_wire_bytes / 1048576.0,
+      ef.comm.reduce_raw_bytes / 1048576.0));
+  // Per-rank figures for benchmarks and tests: output.dir/ranks/rank-<r>.json.
+  const fs::path ranks_dir = fs::path(job_.output.dir) / "ranks";
+  RM_RETURN_IF_ERROR(MakeDirs(ranks_dir.string()));
+  const nlohmann::json stats = {{"rank", world_.rank},
+                                {"world_size", world_.world_size},
+                                {"sharding", job_.distributed.sharding},
+                                {"compression", job_.distributed.compression},
+                                {"persistent_state_bytes", ef.persistent_bytes},
+                                {"peak_transient_bytes", ef.peak_transient_bytes},
+                                {"gather_bytes", ef.comm.gather_bytes},
+                                {"reduce_wire_bytes", ef.comm.reduce_wire_bytes},
+                                {"reduce_raw_bytes", ef.comm.reduce_raw_bytes},
+                                {"steps", step_},
+                                {"train_seconds", train_seconds},
+                                {"train_rows", data_.train->size()},
+                                {"encoded_train_rows", encoded_train_rows_.load()}};
+  RM_RETURN_IF_ERROR(WriteFileAtomic(
+      (ranks_dir / absl::StrCat("rank-", world_.rank, ".json")).string(), stats.dump(2) + "\n"));
+  return engine_->Barrier();  // nobody exits before the export is written
+}
+
+}  // namespace ringmaster::trainer

@@ -1,0 +1,139 @@
+// The training loop, independent of the model and the device: the plan (epochs of global
+// batches, each rank's share of every global batch as `accumulation` micro-batches), the
+// learning-rate schedule, metrics and progress, evaluation after every epoch, sharded
+// checkpoints and resume (the engine writes its state, the loop the position), stopping on
+// request (SIGTERM) with a checkpoint, divergence detection, and the final export. It drives a
+// StepEngine (step_engine.h), which holds the model and does the computing.
+//
+// Every rank runs its own TrainLoop with the same job; they stay in step because they make the
+// same sequence of engine calls (empty micro-batches and evaluation passes included).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/data/batcher.h"
+#include "trainer/data/tsv_row_index.h"
+#include "trainer/job/job_spec.h"
+#include "trainer/metrics/trainer_metrics.h"
+#include "trainer/optim/lr_schedule.h"
+#include "trainer/train/step_engine.h"
+
+namespace ringmaster::trainer {
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = 0;  // classification only
+  int64_t examples = 0;
+};
+
+// A failure because training diverged (the loss or the gradient norm became NaN or inf), as
+// opposed to a broken peer or file: the same data and weights would diverge again, so a
+// supervisor must not restart it. `ringmaster-trainer train` exits kExitDiverged for it.
+absl::Status Diverged(const std::string& message);
+bool IsDiverged(const absl::Status& status);
+inline constexpr int kExitDiverged = 4;
+
+struct TrainResult {
+  int64_t steps = 0;
+  EvalResult eval;  // after the last epoch (examples == 0 without eval data)
+  std::string export_dir;
+  bool interrupted = false;  // stopped by a signal after checkpointing
+};
+
+// This rank's place among the ranks, as far as the plan is concerned.
+struct LoopWorld {
+  int rank = 0;
+  int world_size = 1;
+  std::vector<double> rank_weights;  // RINGMASTER_RANK_WEIGHTS; empty: equal shares
+};
+
+// Rank `rank`'s slice [first, second) of a global batch of n samples: equal shares, or
+// proportional to the rank weights.
+std::pair<size_t, size_t> SliceOf(const LoopWorld& world, size_t n, int rank);
+
+struct TrainPlan {
+  int accumulation = 1;  // micro-batches per rank per step: enough for the largest share
+  int64_t steps_per_epoch = 0;
+  int64_t total_steps = 0;
+  LrSchedule schedule;
+};
+
+// The plan of `job` over a training set with PlanEpoch's length keys `train_keys`.
+TrainPlan MakeTrainPlan(const JobSpec& job, const LoopWorld& world,
+                        const std::vector<uint32_t>& train_keys);
+
+// This rank's micro-batches of one global batch: `plan.accumulation` lists of example indices,
+// some maybe empty.
+std::vector<std::vector<int64_t>> ShareOf(const JobSpec& job, const LoopWorld& world,
+                                          const TrainPlan& plan,
+                                          const std::vector<int64_t>& global);
+
+struct TrainData {
+  std::unique_ptr<TsvRowIndex> train;  // rows are encoded when a batch of this rank needs them
+  std::vector<uint32_t> train_keys;    // PlanEpoch's length keys (TsvRowIndex::LengthKeys)
+  std::vector<EncodedExample> eval;    // small: encoded whole, once; empty: no evaluation
+  // A training row's text to token ids ([CLS] ... [SEP], truncated); called on the prefetch
+  // thread.
+  std::function<std::vector<int32_t>(std::string_view)> encode;
+  int32_t pad_id = 0;
+  int num_labels = 2;  // 1: regression (no accuracy)
+};
+
+// Writes the final model to `dir` from the full parameters (rank 0 only).
+using ExportModel = std::function<absl::Status(const std::string& dir, const float* params)>;
+
+class TrainLoop {
+ public:
+  // `job.output.dir` must exist. The loop owns the engine.
+  TrainLoop(JobSpec job, LoopWorld world, TrainData data, TrainPlan plan,
+            std::unique_ptr<StepEngine> engine, ExportModel export_model);
+
+  // Where steps, evaluations and checkpoints are reported; not owned, must outlive Run.
+  void set_metrics(TrainerMetrics* m) { metrics_ = m != nullptr ? m : null_metrics_.get(); }
+
+  // Resumes from the newest readable checkpoint of output.dir, then trains to the end (or until
+  // `stop` becomes true on any rank: then checkpoints and returns interrupted). A non-finite
+  // loss or gradient norm returns Diverged naming the step, with nothing of it checkpointed.
+  absl::StatusOr<TrainResult> Run(const std::atomic<bool>* stop = nullptr);
+
+  const TrainPlan& plan() const { return plan_; }
+  int64_t encoded_train_rows() const { return encoded_train_rows_.load(); }
+
+ private:
+  absl::Status RestoreLatest();
+  absl::Status Checkpoint();
+  // Evaluation split over the ranks; sums combined (collective).
+  absl::StatusOr<EvalResult> EvaluateAll();
+  // Export, the per-rank report, and the final barrier.
+  absl::Status Finish(double train_seconds, TrainResult* result);
+  bool leader() const { return world_.rank == 0; }
+  // One JSON line appended to output.dir/metrics.jsonl.
+  absl::Status AppendMetrics(const nlohmann::json& line);
+
+  JobSpec job_;
+  LoopWorld world_;
+  TrainData data_;
+  TrainPlan plan_;
+  std::unique_ptr<StepEngine> engine_;
+  ExportModel export_model_;
+  std::atomic<int64_t> encoded_train_rows_{0};  // rows this rank tokenised (tests, logs)
+  std::unique_ptr<TrainerMetrics> null_metrics_ = MakeNullMetrics();
+  TrainerMetrics* metrics_ = null_metrics_.get();
+  // Position.
+  int64_t step_ = 0;
+  int epoch_ = 0;
+  int64_t cursor_ = 0;  // index of the next global batch in this epoch's plan
+  int64_t samples_seen_ = 0;
+};
+
+}  // namespace ringmaster::trainer

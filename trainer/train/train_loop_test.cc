@@ -1,0 +1,314 @@
+// TrainLoop against FakeEngine (no model): the plan's micro-batches and their weights, empty
+// micro-batches, evaluation at epoch ends, export at the end, resume after a stop request
+// continuing with the batches of an uninterrupted run, and divergence.
+#include "trainer/train/train_loop.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "trainer/train/fake_engine.h"
+#include "trainer/train/sharded_checkpoint.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class TrainLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           absl::StrCat("train_loop_test_", ::getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A training file of `rows` rows whose sentences have 1..5 words.
+  std::string WriteTsv(const std::string& name, int rows) {
+    std::string text = "sentence\tlabel\n";
+    for (int i = 0; i < rows; ++i) {
+      std::string s = "w";
+      for (int k = 0; k < i % 5; ++k) s += " w";
+      absl::StrAppend(&text, s, "\t", i % 2, "\n");
+    }
+    const std::string path = (dir_ / name).string();
+    EXPECT_TRUE(WriteFileAtomic(path, text).ok());
+    return path;
+  }
+
+  JobSpec Job(const std::string& out, int train_rows) {
+    JobSpec job;
+    job.name = "fake";
+    job.data.train = WriteTsv("train.tsv", train_rows);
+    job.data.shuffle = false;
+    job.train.epochs = 1;
+    job.train.global_batch_size = 10;
+    job.train.micro_batch_size = 4;
+    job.train.lr = 0.1;
+    job.train.lr_schedule = "constant";
+    job.train.max_grad_norm = 0;
+    job.train.seed = 7;
+    job.train.eval_batch_size = 4;
+    job.output.dir = (dir_ / out).string();
+    job.output.checkpoint_every_steps = 0;
+    fs::create_directories(job.output.dir);
+    return job;
+  }
+
+  // A loop over `job` with `engine`; the engine stays reachable through the returned pointer.
+  std::unique_ptr<TrainLoop> Loop(const JobSpec& job, std::unique_ptr<FakeEngine> engine,
+                                  int eval_rows = 0) {
+    TrainData data;
+    absl::StatusOr<TsvRowIndex> index = TsvRowIndex::Build(job.data.train, 2);
+    EXPECT_TRUE(index.ok()) << index.status();
+    data.train = std::make_unique<TsvRowIndex>(*std::move(index));
+    data.train_keys = data.train->LengthKeys(16);
+    // [CLS]=1, one id 5 per word, [SEP]=2.
+    data.encode = [](std::string_view text) {
+      std::vector<int32_t> ids = {1};
+      bool in_word = false;
+      for (char c : text) {
+        if (c != ' ' && !in_word) ids.push_back(5);
+        in_word = c != ' ';
+      }
+      ids.push_back(2);
+      return ids;
+    };
+    for (int i = 0; i < eval_rows; ++i) data.eval.push_back({{1, 5, 2}, static_cast<float>(i % 2)});
+    data.pad_id = 0;
+    data.num_labels = 2;
+    const LoopWorld world;
+    TrainPlan plan = MakeTrainPlan(job, world, data.train_keys);
+    return std::make_unique<TrainLoop>(job, world, std::move(data), plan, std::move(engine),
+                                       [this](const std::string& d, const float* params) {
+                                         exports_.push_back(d);
+                                         exported_w_ = params[0];
+                                         return absl::OkStatus();
+                                       });
+  }
+
+  static std::vector<std::string> Lines(const std::string& path) {
+    absl::StatusOr<std::string> text = ReadFile(path);
+    EXPECT_TRUE(text.ok()) << text.status();
+    return absl::StrSplit(text.value_or(""), '\n', absl::SkipEmpty());
+  }
+
+  fs::path dir_;
+  std::vector<std::string> exports_;
+  float exported_w_ = -1;
+};
+
+std::vector<int64_t> Range(int64_t b, int64_t e) {
+  std::vector<int64_t> v;
+  for (int64_t i = b; i < e; ++i) v.push_back(i);
+  return v;
+}
+
+TEST_F(TrainLoopTest, AccumulatesMicroBatchesWeightedByTheirShareOfTheStep) {
+  // 23 rows, global batch 10, micro-batch 4: ceil(10 / 4) = 3 micro-batches a step; the third
+  // step has 3 rows, so its second and third micro-batches are empty.
+  const JobSpec job = Job("out", 23);
+  auto engine = std::make_unique<FakeEngine>();
+  FakeEngine* fake = engine.get();
+  auto loop = Loop(job, std::move(engine));
+  EXPECT_EQ(loop->plan().accumulation, 3);
+  EXPECT_EQ(loop->plan().steps_per_epoch, 3);
+  absl::StatusOr<TrainResult> r = loop->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 3);
+  EXPECT_FALSE(r->interrupted);
+  using Call = FakeEngine::MicroBatchCall;
+  const std::vector<Call>& mb = fake->micro_batches;
+  ASSERT_EQ(mb.size(), 9u);
+  EXPECT_EQ(mb[0], (Call{0, Range(0, 4), 0.4f, false, mb[0].dropout_seed}));
+  EXPECT_EQ(mb[1], (Call{0, Range(4, 8), 0.4f, false, mb[1].dropout_seed}));
+  EXPECT_EQ(mb[2], (Call{0, Range(8, 10), 0.2f, true, mb[2].dropout_seed}));
+  EXPECT_EQ(mb[3], (Call{1, Range(10, 14), 0.4f, false, mb[3].dropout_seed}));
+  EXPECT_EQ(mb[5], (Call{1, Range(18, 20), 0.2f, true, mb[5].dropout_seed}));
+  EXPECT_EQ(mb[6], (Call{2, Range(20, 23), 1.0f, false, mb[6].dropout_seed}));
+  EXPECT_EQ(mb[7], (Call{2, {}, 0.0f, false, 0}));
+  EXPECT_EQ(mb[8], (Call{2, {}, 0.0f, true, 0}));
+  // Dropout seeds differ per micro-batch and step.
+  EXPECT_NE(mb[0].dropout_seed, mb[1].dropout_seed);
+  EXPECT_NE(mb[0].dropout_seed, mb[3].dropout_seed);
+  EXPECT_THAT(std::vector<std::string>(fake->calls.begin(), fake->calls.begin() + 5),
+              ElementsAre("begin", "micro", "micro", "micro", "finish"));
+  EXPECT_THAT(std::vector<std::string>(fake->calls.begin() + 10, fake->calls.begin() + 15),
+              ElementsAre("begin", "micro", "empty", "empty", "finish"));
+  // One metrics line per step.
+  const std::vector<std::string> lines = Lines(job.output.dir + "/metrics.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_THAT(lines[2], HasSubstr("\"step\":3"));
+}
+
+TEST_F(TrainLoopTest, WeightedSharesSplitAGlobalBatchByRankWeights) {
+  JobSpec job;
+  job.train.global_batch_size = 8;
+  job.train.micro_batch_size = 2;
+  LoopWorld world{1, 2, {1.0, 3.0}};
+  // Rank 1 takes 6 of 8 (the largest share): 3 micro-batches for every rank.
+  const TrainPlan plan = MakeTrainPlan(job, world, std::vector<uint32_t>(16, 3));
+  EXPECT_EQ(plan.accumulation, 3);
+  EXPECT_EQ(plan.steps_per_epoch, 2);
+  EXPECT_THAT(ShareOf(job, world, plan, Range(100, 108)),
+              ElementsAre(ElementsAre(102, 103), ElementsAre(104, 105), ElementsAre(106, 107)));
+  world.rank = 0;
+  EXPECT_THAT(ShareOf(job, world, plan, Range(100, 108)),
+              ElementsAre(ElementsAre(100, 101), ElementsAre(), ElementsAre()));
+}
+
+TEST_F(TrainLoopTest, EvaluatesAtEveryEpochEndAndExportsAtTheEnd) {
+  JobSpec job = Job("out", 20);
+  job.train.epochs = 2;
+  auto engine = std::make_unique<FakeEngine>();
+  FakeEngine* fake = engine.get();
+  // 6 eval rows in batches of 4: two forwards per evaluation.
+  auto loop = Loop(job, std::move(engine), /*eval_rows=*/6);
+  absl::StatusOr<TrainResult> r = loop->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 4);
+  EXPECT_THAT(fake->eval_steps, ElementsAre(2, 2, 4, 4));
+  EXPECT_EQ(r->eval.examples, 6);
+  // The fake's logit 1 wins when w is above eval row i's target; row i's label is i % 2.
+  int correct = 0;
+  for (int i = 0; i < 6; ++i) {
+    const bool pred1 = fake->w() - FakeEngine::Target(i) > 0;
+    correct += (pred1 ? 1 : 0) == i % 2 ? 1 : 0;
+  }
+  EXPECT_DOUBLE_EQ(r->eval.accuracy, correct / 6.0);
+  std::vector<std::string> eval_lines;
+  for (const std::string& l : Lines(job.output.dir + "/metrics.jsonl")) {
+    if (l.find("eval_loss") != std::string::npos) eval_lines.push_back(l);
+  }
+  ASSERT_EQ(eval_lines.size(), 2u);
+  EXPECT_THAT(eval_lines[0], HasSubstr("\"epoch\":1"));
+  EXPECT_THAT(eval_lines[1], HasSubstr("\"epoch\":2"));
+  // The end: a checkpoint of the last step, the gathered weights exported once, a rank report.
+  const std::vector<std::string>& c = fake->calls;
+  ASSERT_GE(c.size(), 2u);
+  EXPECT_THAT(std::vector<std::string>(c.end() - 2, c.end()), ElementsAre("save@4", "gather"));
+  EXPECT_THAT(exports_, ElementsAre(job.output.dir + "/final"));
+  EXPECT_EQ(r->export_dir, job.output.dir + "/final");
+  EXPECT_EQ(exported_w_, fake->w());
+  EXPECT_TRUE(fs::exists(job.output.dir + "/ranks/rank-0.json"));
+}
+
+TEST_F(TrainLoopTest, AStopRequestCheckpointsAndAResumeContinuesLikeAnUninterruptedRun) {
+  // 20 rows, global batch 8: 3 steps an epoch (8, 8, 4), 2 epochs, shuffled.
+  auto job_for = [&](const std::string& out) {
+    JobSpec job = Job(out, 20);
+    job.train.global_batch_size = 8;
+    job.train.epochs = 2;
+    job.data.shuffle = true;
+    job.train.lr_schedule = "linear";
+    job.train.warmup_steps = 2;
+    return job;
+  };
+  const JobSpec whole_job = job_for("whole");
+  auto whole_engine = std::make_unique<FakeEngine>();
+  FakeEngine* whole = whole_engine.get();
+  std::unique_ptr<TrainLoop> whole_loop = Loop(whole_job, std::move(whole_engine));
+  absl::StatusOr<TrainResult> r = whole_loop->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->steps, 6);
+
+  // Stopped during step 5 (epoch 2, its second global batch): the step finishes, is
+  // checkpointed, and the run returns interrupted.
+  const JobSpec job = job_for("stopped");
+  std::atomic<bool> stop{false};
+  auto first_engine = std::make_unique<FakeEngine>();
+  FakeEngine* first = first_engine.get();
+  first->on_micro = [&](int64_t step) {
+    if (step == 4) stop.store(true);
+  };
+  std::unique_ptr<TrainLoop> first_loop = Loop(job, std::move(first_engine));
+  r = first_loop->Run(&stop);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->interrupted);
+  EXPECT_EQ(r->steps, 5);
+  EXPECT_EQ(first->calls.back(), "save@5");
+  EXPECT_EQ(exports_.size(), 1u);  // the uninterrupted run's only
+  const std::vector<std::string> cps = ListShardedCheckpoints(job.output.dir);
+  ASSERT_EQ(cps.size(), 1u);
+  absl::StatusOr<CheckpointMeta> meta = ReadCheckpointMeta(cps[0]);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->step, 5);
+  EXPECT_EQ(meta->epoch, 1);
+  EXPECT_EQ(meta->cursor, 2);
+  int64_t seen = 0;  // rows of the first 5 steps in the uninterrupted run
+  for (const auto& m : whole->micro_batches) {
+    if (m.step < 5) seen += static_cast<int64_t>(m.examples.size());
+  }
+  EXPECT_EQ(meta->samples_seen, seen);
+
+  // Resumed: the same position, then exactly the uninterrupted run's remaining micro-batches
+  // (examples, weights, dropout seeds), learning rates, final weight and metrics.
+  auto second_engine = std::make_unique<FakeEngine>();
+  FakeEngine* second = second_engine.get();
+  stop.store(false);
+  std::unique_ptr<TrainLoop> second_loop = Loop(job, std::move(second_engine));
+  r = second_loop->Run(&stop);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->interrupted);
+  EXPECT_EQ(r->steps, 6);
+  EXPECT_EQ(second->calls.front(), "load@5");
+  const std::vector<FakeEngine::MicroBatchCall> rest(whole->micro_batches.end() - 2,
+                                                     whole->micro_batches.end());
+  ASSERT_EQ(second->micro_batches.size(), 2u);  // step 6 only: 2 micro-batches
+  EXPECT_EQ(second->micro_batches, rest);
+  EXPECT_EQ(second->lrs, std::vector<double>(whole->lrs.end() - 1, whole->lrs.end()));
+  EXPECT_EQ(second->w(), whole->w());
+  EXPECT_EQ(Lines(job.output.dir + "/metrics.jsonl"),
+            Lines(whole_job.output.dir + "/metrics.jsonl"));
+}
+
+TEST_F(TrainLoopTest, ANonFiniteLossIsDivergedNamingTheStepAndNotCheckpointed) {
+  JobSpec job = Job("out", 40);
+  job.output.checkpoint_every_steps = 1;
+  auto engine = std::make_unique<FakeEngine>();
+  FakeEngine* fake = engine.get();
+  fake->nan_loss_at_step = 3;
+  absl::StatusOr<TrainResult> r = Loop(job, std::move(engine))->Run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(IsDiverged(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("loss is nan at step 3 (fp32)"));
+  const std::vector<std::string> cps = ListShardedCheckpoints(job.output.dir);
+  ASSERT_EQ(cps.size(), 2u);
+  EXPECT_THAT(cps.back(), HasSubstr("step-00000002"));
+  EXPECT_TRUE(exports_.empty());
+  EXPECT_EQ(Lines(job.output.dir + "/metrics.jsonl").size(), 2u);
+}
+
+TEST_F(TrainLoopTest, AnInfiniteGradientNormIsDivergedNamingTheStep) {
+  JobSpec job = Job("out", 40);
+  job.output.checkpoint_every_steps = 1;
+  auto engine = std::make_unique<FakeEngine>();
+  engine->inf_grad_at_step = 1;
+  absl::StatusOr<TrainResult> r = Loop(job, std::move(engine))->Run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(IsDiverged(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("gradient norm is inf at step 1 (fp32)"));
+  EXPECT_TRUE(ListShardedCheckpoints(job.output.dir).empty());
+}
+
+TEST_F(TrainLoopTest, OtherErrorsAreNotDiverged) {
+  EXPECT_FALSE(IsDiverged(absl::InternalError("loss is nan")));
+  EXPECT_TRUE(IsDiverged(Diverged("x")));
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer
