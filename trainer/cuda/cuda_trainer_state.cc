@@ -73,15 +73,14 @@ absl::StatusOr<float> CudaTrainerState::ForwardBackward(const BertInputs& in, fl
   return loss;
 }
 
-absl::StatusOr<double> CudaTrainerState::FinishStep(double lr) {
+absl::StatusOr<double> CudaTrainerState::FinishStep(double lr, double max_grad_norm) {
   RM_CUDA_RETURN_IF_ERROR(GradNorm(grads_, n_, norm_scratch_, norm_, stream_));
   double norm = 0;
   RM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(&norm, norm_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (!std::isfinite(norm)) return norm;  // nothing applied; the loop fails the step
-  RM_CUDA_RETURN_IF_ERROR(
-      ClipGradNorm(grads_, n_, options_.max_grad_norm, norm_scratch_, norm_, stream_));
+  RM_CUDA_RETURN_IF_ERROR(ClipGradNorm(grads_, n_, max_grad_norm, norm_scratch_, norm_, stream_));
   ++step_;
   RM_CUDA_RETURN_IF_ERROR(AdamWStep(params_, grads_, exp_avg_, exp_avg_sq_, decay_mask_, n_, step_,
                                     lr, options_.adam.beta1, options_.adam.beta2, options_.adam.eps,
@@ -89,11 +88,8 @@ absl::StatusOr<double> CudaTrainerState::FinishStep(double lr) {
   return norm;
 }
 
-absl::StatusOr<std::vector<float>> CudaTrainerState::Predict(const BertInputs& in) {
-  BertInputs no_labels = in;
-  no_labels.labels = nullptr;
-  RM_RETURN_IF_ERROR(model_->Forward(params_, no_labels, /*training=*/false, 0).status());
-  return model_->Logits();
+absl::StatusOr<float> CudaTrainerState::EvalForward(const BertInputs& in) {
+  return model_->Forward(params_, in, /*training=*/false, 0);
 }
 
 absl::StatusOr<std::vector<float>> CudaTrainerState::DownloadParams() const {

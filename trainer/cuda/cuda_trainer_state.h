@@ -28,8 +28,7 @@ namespace ringmaster::trainer::cuda {
 
 struct CudaTrainerOptions {
   AdamWOptions adam;
-  double max_grad_norm = 1.0;  // <= 0: no clipping
-  bool tf32 = false;           // fp32 GEMMs on TF32 tensor cores (sm_80+)
+  bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores (sm_80+)
 };
 
 class CudaTrainerState {
@@ -47,11 +46,13 @@ class CudaTrainerState {
   // Returns the micro-batch's mean loss.
   absl::StatusOr<float> ForwardBackward(const BertInputs& in, float loss_weight,
                                         uint64_t dropout_seed);
-  // Clips to max_grad_norm and applies AdamW with `lr`. Returns the norm before clipping
-  // (non-finite norms are returned, not applied: the caller decides the step diverged).
-  absl::StatusOr<double> FinishStep(double lr);
-  // Forward without dropout; logits (B, C) on the host.
-  absl::StatusOr<std::vector<float>> Predict(const BertInputs& in);
+  // Clips to `max_grad_norm` (<= 0: no clipping) and applies AdamW with `lr`. Returns the norm
+  // before clipping (a non-finite norm is returned and nothing applied: the caller decides the
+  // step diverged).
+  absl::StatusOr<double> FinishStep(double lr, double max_grad_norm);
+  // Forward without dropout: the mean loss (0 without labels); Logits() then holds (B, C).
+  absl::StatusOr<float> EvalForward(const BertInputs& in);
+  absl::StatusOr<std::vector<float>> Logits() const { return model_->Logits(); }
 
   // Host copies for checkpoints and export, and their restore.
   absl::StatusOr<std::vector<float>> DownloadParams() const;

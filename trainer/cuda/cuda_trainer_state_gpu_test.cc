@@ -105,7 +105,7 @@ TEST(CudaTrainerState, ThreeAdamWStepsMatchCpuEngine) {
   std::vector<float> params(layout.total);
   InitBertParams(config, layout, 5, params.data());
   CudaTrainerOptions options;
-  options.max_grad_norm = 0.1;              // low enough that clipping acts
+  const double max_grad_norm = 0.1;         // low enough that clipping acts
   const double lr = 2e-5;                   // the job spec's default fine-tuning rate
   const float weights[2] = {0.25f, 0.75f};  // micro-batch shares of the step
 
@@ -127,12 +127,12 @@ TEST(CudaTrainerState, ThreeAdamWStepsMatchCpuEngine) {
       ASSERT_TRUE(loss.ok()) << loss.status();
       EXPECT_NEAR(*loss, cpu_loss, 1e-5) << "step " << step << " micro-batch " << m;
     }
-    const double cpu_norm = ClipGradNorm(cpu_grads.data(), cpu_grads.size(), options.max_grad_norm);
+    const double cpu_norm = ClipGradNorm(cpu_grads.data(), cpu_grads.size(), max_grad_norm);
     adam.Step(cpu_params.data(), cpu_grads.data(), lr);
-    absl::StatusOr<double> norm = (*gpu)->FinishStep(lr);
+    absl::StatusOr<double> norm = (*gpu)->FinishStep(lr, max_grad_norm);
     ASSERT_TRUE(norm.ok()) << norm.status();
     EXPECT_NEAR(*norm, cpu_norm, 1e-4 * cpu_norm) << "step " << step;
-    EXPECT_GT(cpu_norm, options.max_grad_norm) << "the test should exercise clipping";
+    EXPECT_GT(cpu_norm, max_grad_norm) << "the test should exercise clipping";
     absl::StatusOr<std::vector<float>> got = (*gpu)->DownloadParams();
     ASSERT_TRUE(got.ok()) << got.status();
     ExpectWeightsMatch(layout, cpu_params, *got, lr, step + 1);
@@ -168,7 +168,7 @@ TEST(CudaTrainerState, NonFiniteGradientsAreReportedNotApplied) {
   ASSERT_TRUE((*gpu)->BeginStep().ok());
   const MicroBatch mb = MakeMicroBatch(config, 1);
   ASSERT_TRUE((*gpu)->ForwardBackward(mb.Inputs(), 1.0f, 1).ok());
-  absl::StatusOr<double> norm = (*gpu)->FinishStep(1e-3);
+  absl::StatusOr<double> norm = (*gpu)->FinishStep(1e-3, 1.0);
   ASSERT_TRUE(norm.ok());
   EXPECT_FALSE(std::isfinite(*norm));
   EXPECT_EQ((*gpu)->step(), 0);  // nothing applied
