@@ -1,0 +1,561 @@
+#include "trainer/cuda/bert_cuda_model.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "trainer/cuda/attention_ops.h"
+#include "trainer/cuda/bias_grad.h"
+#include "trainer/cuda/counter_rng.cuh"
+#include "trainer/cuda/cuda_status.h"
+#include "trainer/cuda/kernels.h"
+
+namespace ringmaster::trainer::cuda {
+namespace {
+
+// Spec indices inside the layout, as BertModel (MakeBertParamLayout's order).
+enum Emb { kWord = 0, kPos, kType, kEmbLnW, kEmbLnB, kEmbCount };
+enum Layer {
+  kQW = 0,
+  kKW,
+  kVW,
+  kQB,
+  kKB,
+  kVB,
+  kAoW,
+  kAoB,
+  kLn1W,
+  kLn1B,
+  kInW,
+  kInB,
+  kOutW,
+  kOutB,
+  kLn2W,
+  kLn2B,
+  kLayerCount
+};
+enum Head { kPoolW = 0, kPoolB, kClsW, kClsB };
+constexpr int LayerIndex(int l, int k) { return kEmbCount + kLayerCount * l + k; }
+
+// BertModel's dropout streams: one seed per (layer, site).
+uint64_t SiteSeed(uint64_t seed, int layer, int site) {
+  return Mix64(seed ^ Mix64(static_cast<uint64_t>(layer) * 16 + site + 1));
+}
+
+class FlatDeviceAccess : public UnitAccess<float> {
+ public:
+  FlatDeviceAccess(const std::vector<size_t>& unit_begin, const float* params, float* grads)
+      : unit_begin_(unit_begin), params_(params), grads_(grads) {}
+  const float* AcquireParams(int unit) override { return params_ + unit_begin_[unit]; }
+  void ReleaseParams(int) override {}
+  float* AcquireGrads(int unit) override { return grads_ + unit_begin_[unit]; }
+  void GradsDone(int) override {}
+
+ private:
+  const std::vector<size_t>& unit_begin_;
+  const float* params_;
+  float* grads_;
+};
+
+#define RM_KERNEL(call) RM_CUDA_RETURN_IF_ERROR(call)
+
+}  // namespace
+
+struct CudaBertModel::LayerActs {
+  float* x = nullptr;                  // (N, H) layer input
+  float *qh = nullptr, *kh = nullptr;  // (BH, S, D) each
+  float* vh = nullptr;                 // (BH, S, D)
+  float* probs = nullptr;              // (BH, S, S) softmax output, before dropout
+  float* probs_mask = nullptr;         // (BH, S, S) when attention dropout is on
+  float* ctx = nullptr;                // (N, H) attention context, rows
+  float* attn_mask = nullptr;          // (N, H) when hidden dropout is on
+  float *ln1_in = nullptr, *ln1_mean = nullptr, *ln1_rstd = nullptr, *h1 = nullptr;
+  float *u = nullptr, *g = nullptr;  // (N, I) pre- and post-GELU
+  float* ffn_mask = nullptr;         // (N, H)
+  float *ln2_in = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;
+};
+
+struct CudaBertModel::Buffers {
+  int32_t *ids = nullptr, *types = nullptr;  // (N)
+  float* mask_bias = nullptr;                // (N)
+  float* labels = nullptr;                   // (B)
+  float *emb_sum = nullptr, *emb_mean = nullptr, *emb_rstd = nullptr, *emb_mask = nullptr;
+  std::vector<LayerActs> layers;
+  float* final_out = nullptr;                        // (N, H)
+  float *pooled = nullptr, *pooled_d = nullptr;      // (B, H)
+  float *pooled_mask = nullptr, *dpooled = nullptr;  // (B, H)
+  float *logits = nullptr, *dlogits = nullptr;       // (B, C)
+  float* losses = nullptr;                           // (B)
+  // Scratch shared by all layers.
+  float* qkv = nullptr;                                  // (N, 3H)
+  float* pdrop = nullptr;                                // (BH, S, S)
+  float* heads = nullptr;                                // (BH, S, D) context / its gradient
+  float *dA = nullptr, *dB = nullptr, *dC = nullptr;     // (N, H)
+  float* dI = nullptr;                                   // (N, I)
+  float* dqkv = nullptr;                                 // (N, 3H)
+  float *dqh = nullptr, *dkh = nullptr, *dvh = nullptr;  // (BH, S, D)
+  float* dp = nullptr;                                   // (BH, S, S)
+  float* ln_scratch = nullptr;
+  float* bias_scratch = nullptr;
+};
+
+absl::StatusOr<std::unique_ptr<CudaBertModel>> CudaBertModel::Create(const BertConfig& config,
+                                                                     const ParamLayout& layout,
+                                                                     Gemm* gemm,
+                                                                     cudaStream_t stream) {
+  if (gemm == nullptr) return absl::InvalidArgumentError("CudaBertModel: no GEMM");
+  if (config.hidden_size % config.num_attention_heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("CudaBertModel: hidden_size %d is not a multiple of num_attention_heads %d",
+                        config.hidden_size, config.num_attention_heads));
+  }
+  std::unique_ptr<CudaBertModel> m(new CudaBertModel());
+  m->config_ = config;
+  m->gemm_ = gemm;
+  m->stream_ = stream;
+  for (const ParamSpec& s : layout.specs) {
+    m->offsets_.push_back(s.offset);
+    m->unit_of_.push_back(s.unit);
+    if (s.unit >= static_cast<int>(m->unit_begin_.size()))
+      m->unit_begin_.resize(s.unit + 1, s.offset);
+  }
+  m->unit_params_.assign(m->unit_begin_.size(), nullptr);
+  m->unit_grads_.assign(m->unit_begin_.size(), nullptr);
+  m->buf_ = std::make_unique<Buffers>();
+  return m;
+}
+
+CudaBertModel::~CudaBertModel() {
+  if (arena_ != nullptr) cudaFree(arena_);
+}
+
+const float* CudaBertModel::P(int index) const {
+  const int u = unit_of_[index];
+  return unit_params_[u] + (offsets_[index] - unit_begin_[u]);
+}
+
+float* CudaBertModel::G(int index) const {
+  const int u = unit_of_[index];
+  return unit_grads_[u] + (offsets_[index] - unit_begin_[u]);
+}
+
+void CudaBertModel::Acquire(UnitAccess<float>* access, int unit, bool grads) {
+  unit_params_[unit] = access->AcquireParams(unit);
+  if (grads) unit_grads_[unit] = access->AcquireGrads(unit);
+}
+
+void CudaBertModel::Release(UnitAccess<float>* access, int unit, bool grads) {
+  if (grads) {
+    access->GradsDone(unit);
+    unit_grads_[unit] = nullptr;
+  }
+  access->ReleaseParams(unit);
+  unit_params_[unit] = nullptr;
+}
+
+absl::Status CudaBertModel::Resize(int B, int S, bool hidden_dropout, bool attention_dropout) {
+  const size_t H = config_.hidden_size, I = config_.intermediate_size;
+  const size_t NH = config_.num_attention_heads, C = config_.num_labels;
+  const size_t N = static_cast<size_t>(B) * S, BH = B * NH, SS = static_cast<size_t>(S) * S;
+  const size_t scratch_ln =
+      LayerNormBackwardScratchFloats(static_cast<int>(N), static_cast<int>(H));
+  const size_t scratch_bias =
+      BiasGradientScratchFloats(static_cast<int>(N), static_cast<int>(std::max(3 * H, I)));
+  // Two passes over the same sequence of takes: count, then assign from the arena's base.
+  auto layout = [&](char* base) {
+    size_t used = 0;
+    auto take = [&](size_t count, size_t elem = sizeof(float)) -> void* {
+      void* p = base == nullptr ? nullptr : base + used;
+      used += (count * elem + 255) / 256 * 256;
+      return p;
+    };
+    auto f = [&](size_t count) { return static_cast<float*>(take(count)); };
+    Buffers& b = *buf_;
+    b.ids = static_cast<int32_t*>(take(N, sizeof(int32_t)));
+    b.types = static_cast<int32_t*>(take(N, sizeof(int32_t)));
+    b.mask_bias = f(N);
+    b.labels = f(B);
+    b.emb_sum = f(N * H);
+    b.emb_mean = f(N);
+    b.emb_rstd = f(N);
+    b.emb_mask = hidden_dropout ? f(N * H) : nullptr;
+    b.layers.resize(config_.num_hidden_layers);
+    for (LayerActs& a : b.layers) {
+      a.x = f(N * H);
+      a.qh = f(N * H);
+      a.kh = f(N * H);
+      a.vh = f(N * H);
+      a.probs = f(BH * SS);
+      a.probs_mask = attention_dropout ? f(BH * SS) : nullptr;
+      a.ctx = f(N * H);
+      a.attn_mask = hidden_dropout ? f(N * H) : nullptr;
+      a.ln1_in = f(N * H);
+      a.ln1_mean = f(N);
+      a.ln1_rstd = f(N);
+      a.h1 = f(N * H);
+      a.u = f(N * I);
+      a.g = f(N * I);
+      a.ffn_mask = hidden_dropout ? f(N * H) : nullptr;
+      a.ln2_in = f(N * H);
+      a.ln2_mean = f(N);
+      a.ln2_rstd = f(N);
+    }
+    b.final_out = f(N * H);
+    b.pooled = f(B * H);
+    b.pooled_d = f(B * H);
+    b.pooled_mask = hidden_dropout ? f(B * H) : nullptr;
+    b.dpooled = f(B * H);
+    b.logits = f(B * C);
+    b.dlogits = f(B * C);
+    b.losses = f(B);
+    b.qkv = f(N * 3 * H);
+    b.pdrop = f(BH * SS);
+    b.heads = f(N * H);
+    b.dA = f(N * H);
+    b.dB = f(N * H);
+    b.dC = f(N * H);
+    b.dI = f(N * I);
+    b.dqkv = f(N * 3 * H);
+    b.dqh = f(N * H);
+    b.dkh = f(N * H);
+    b.dvh = f(N * H);
+    b.dp = f(BH * SS);
+    b.ln_scratch = f(scratch_ln);
+    b.bias_scratch = f(scratch_bias);
+    return used;
+  };
+  const size_t need = layout(nullptr);
+  if (need > arena_bytes_) {
+    if (arena_ != nullptr) {
+      RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the old arena may be in use
+      RM_CUDA_RETURN_IF_ERROR(cudaFree(arena_));
+      arena_ = nullptr;
+      arena_bytes_ = 0;
+    }
+    RM_CUDA_RETURN_IF_ERROR(cudaMalloc(&arena_, need));
+    arena_bytes_ = need;
+  }
+  layout(static_cast<char*>(arena_));
+  B_ = B;
+  S_ = S;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float> CudaBertModel::Forward(const float* params, const BertInputs& in,
+                                             bool training, uint64_t dropout_seed) {
+  FlatDeviceAccess access(unit_begin_, params, nullptr);
+  return Forward(&access, in, training, dropout_seed);
+}
+
+absl::Status CudaBertModel::Backward(const float* params, float* grads, float loss_weight) {
+  FlatDeviceAccess access(unit_begin_, params, grads);
+  return Backward(&access, loss_weight);
+}
+
+absl::Status CudaBertModel::DropoutResidualLayerNorm(float* y, float* mask, const float* residual,
+                                                     const float* gamma, const float* beta,
+                                                     float* mean, float* rstd, float* out,
+                                                     uint64_t seed) {
+  const size_t n = static_cast<size_t>(B_) * S_ * config_.hidden_size;
+  RM_KERNEL(DropoutForward(y, mask, n, hidden_p_, seed, stream_));
+  RM_KERNEL(AddInPlace(y, residual, n, stream_));
+  RM_KERNEL(LayerNormForward(y, gamma, beta, out, mean, rstd, B_ * S_, config_.hidden_size,
+                             config_.layer_norm_eps, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBertModel::LayerForward(int l, float* out, uint64_t dropout_seed) {
+  Buffers& b = *buf_;
+  LayerActs& a = b.layers[l];
+  const int B = B_, S = S_, H = config_.hidden_size, I = config_.intermediate_size;
+  const int NH = config_.num_attention_heads, D = config_.head_dim();
+  const int64_t N = static_cast<int64_t>(B) * S, BH = static_cast<int64_t>(B) * NH;
+  // Q, K, V: one [3H, H] projection (the three weights and biases are adjacent), then heads-major.
+  RM_RETURN_IF_ERROR(gemm_->LinearForward(a.x, P(LayerIndex(l, kQW)), P(LayerIndex(l, kQB)), b.qkv,
+                                          N, H, 3 * H, stream_));
+  RM_KERNEL(RowsToHeads(b.qkv, 3 * H, a.qh, B, S, NH, D, stream_));
+  RM_KERNEL(RowsToHeads(b.qkv + H, 3 * H, a.kh, B, S, NH, D, stream_));
+  RM_KERNEL(RowsToHeads(b.qkv + 2 * H, 3 * H, a.vh, B, S, NH, D, stream_));
+  // scores (BH, S, S) = Q·Kᵀ; softmax(scale·scores + key-padding bias) in place.
+  GemmProblem qk;
+  qk.M = S, qk.N = S, qk.K = D, qk.batch = static_cast<int>(BH);
+  qk.a = {a.qh, CUDA_R_32F, false, D, static_cast<int64_t>(S) * D};
+  qk.b = {a.kh, CUDA_R_32F, true, D, static_cast<int64_t>(S) * D};
+  qk.c = a.probs, qk.ldc = S, qk.c_batch_stride = static_cast<int64_t>(S) * S;
+  RM_RETURN_IF_ERROR(gemm_->Run(qk, stream_));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  RM_KERNEL(MaskedSoftmaxForward(a.probs, b.mask_bias, B, NH, S, scale, stream_));
+  const float* p_used = a.probs;
+  if (attn_p_ > 0) {
+    RM_KERNEL(AttentionDropoutForward(a.probs, a.probs_mask, b.pdrop, static_cast<int>(BH), S,
+                                      attn_p_, SiteSeed(dropout_seed, l + 1, 1), stream_));
+    p_used = b.pdrop;
+  }
+  // context (BH, S, D) = P·V, back to rows (N, H).
+  GemmProblem pv;
+  pv.M = S, pv.N = D, pv.K = S, pv.batch = static_cast<int>(BH);
+  pv.a = {p_used, CUDA_R_32F, false, S, static_cast<int64_t>(S) * S};
+  pv.b = {a.vh, CUDA_R_32F, false, D, static_cast<int64_t>(S) * D};
+  pv.c = b.heads, pv.ldc = D, pv.c_batch_stride = static_cast<int64_t>(S) * D;
+  RM_RETURN_IF_ERROR(gemm_->Run(pv, stream_));
+  RM_KERNEL(HeadsToRows(b.heads, a.ctx, H, B, S, NH, D, stream_));
+  // Attention output dense → dropout → residual → LayerNorm.
+  RM_RETURN_IF_ERROR(gemm_->LinearForward(a.ctx, P(LayerIndex(l, kAoW)), P(LayerIndex(l, kAoB)),
+                                          a.ln1_in, N, H, H, stream_));
+  RM_RETURN_IF_ERROR(DropoutResidualLayerNorm(a.ln1_in, a.attn_mask, a.x, P(LayerIndex(l, kLn1W)),
+                                              P(LayerIndex(l, kLn1B)), a.ln1_mean, a.ln1_rstd, a.h1,
+                                              SiteSeed(dropout_seed, l + 1, 2)));
+  // Feed-forward: dense → exact GELU → dense → dropout → residual → LayerNorm.
+  RM_RETURN_IF_ERROR(gemm_->LinearForward(a.h1, P(LayerIndex(l, kInW)), P(LayerIndex(l, kInB)), a.u,
+                                          N, H, I, stream_));
+  RM_KERNEL(GeluForward(a.u, a.g, static_cast<size_t>(N) * I, stream_));
+  RM_RETURN_IF_ERROR(gemm_->LinearForward(a.g, P(LayerIndex(l, kOutW)), P(LayerIndex(l, kOutB)),
+                                          a.ln2_in, N, I, H, stream_));
+  return DropoutResidualLayerNorm(a.ln2_in, a.ffn_mask, a.h1, P(LayerIndex(l, kLn2W)),
+                                  P(LayerIndex(l, kLn2B)), a.ln2_mean, a.ln2_rstd, out,
+                                  SiteSeed(dropout_seed, l + 1, 3));
+}
+
+absl::StatusOr<float> CudaBertModel::Forward(UnitAccess<float>* access, const BertInputs& in,
+                                             bool training, uint64_t dropout_seed) {
+  const int B = in.batch, S = in.seq;
+  const int H = config_.hidden_size, C = config_.num_labels, L = config_.num_hidden_layers;
+  if (B <= 0 || S <= 0 || in.input_ids == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("CudaBertModel::Forward: empty batch (B=%d, S=%d)", B, S));
+  }
+  const size_t N = static_cast<size_t>(B) * S;
+  training_ = training;
+  hidden_p_ = training ? config_.hidden_dropout_prob : 0.0f;
+  attn_p_ = training ? config_.attention_probs_dropout_prob : 0.0f;
+  RM_RETURN_IF_ERROR(Resize(B, S, hidden_p_ > 0, attn_p_ > 0));
+  Buffers& b = *buf_;
+
+  // Inputs: ids, types (zeros when absent), the additive key-padding bias, labels.
+  RM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(b.ids, in.input_ids, N * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  if (in.token_type_ids != nullptr) {
+    RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.types, in.token_type_ids, N * sizeof(int32_t),
+                                            cudaMemcpyHostToDevice, stream_));
+  } else {
+    RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.types, 0, N * sizeof(int32_t), stream_));
+  }
+  host_bias_.resize(N);
+  const float neg = std::numeric_limits<float>::lowest();
+  for (size_t i = 0; i < N; ++i) {
+    const float m = in.attention_mask != nullptr ? in.attention_mask[i] : 1.0f;
+    host_bias_[i] = (1.0f - m) * neg;
+  }
+  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.mask_bias, host_bias_.data(), N * sizeof(float),
+                                          cudaMemcpyHostToDevice, stream_));
+  has_labels_ = in.labels != nullptr;
+  if (has_labels_) {
+    RM_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(b.labels, in.labels, B * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  }
+
+  // Embeddings: word + position + token type → LayerNorm → dropout.
+  Acquire(access, 0, false);
+  RM_KERNEL(
+      EmbeddingForward(b.ids, b.types, P(kWord), P(kPos), P(kType), b.emb_sum, B, S, H, stream_));
+  LayerActs& first = b.layers[0];
+  RM_KERNEL(LayerNormForward(b.emb_sum, P(kEmbLnW), P(kEmbLnB), first.x, b.emb_mean, b.emb_rstd,
+                             static_cast<int>(N), H, config_.layer_norm_eps, stream_));
+  RM_KERNEL(
+      DropoutForward(first.x, b.emb_mask, N * H, hidden_p_, SiteSeed(dropout_seed, 0, 0), stream_));
+  Release(access, 0, false);
+
+  for (int l = 0; l < L; ++l) {
+    Acquire(access, l + 1, false);
+    float* out = l + 1 < L ? b.layers[l + 1].x : b.final_out;
+    RM_RETURN_IF_ERROR(LayerForward(l, out, dropout_seed));
+    Release(access, l + 1, false);
+  }
+
+  // Pooler on [CLS] (row 0 of each sequence: rows S·H apart) → tanh → dropout → classifier.
+  Acquire(access, L + 1, false);
+  const int head = kEmbCount + kLayerCount * L;
+  GemmProblem pool;
+  pool.M = B, pool.N = H, pool.K = H;
+  pool.a = {b.final_out, CUDA_R_32F, false, static_cast<int64_t>(S) * H, 0};
+  pool.b = {P(head + kPoolW), CUDA_R_32F, true, H, 0};
+  pool.c = b.pooled, pool.ldc = H, pool.bias = P(head + kPoolB);
+  RM_RETURN_IF_ERROR(gemm_->Run(pool, stream_));
+  RM_KERNEL(TanhForward(b.pooled, b.pooled, static_cast<size_t>(B) * H, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.pooled_d, b.pooled, sizeof(float) * B * H,
+                                          cudaMemcpyDeviceToDevice, stream_));
+  RM_KERNEL(DropoutForward(b.pooled_d, b.pooled_mask, static_cast<size_t>(B) * H, hidden_p_,
+                           SiteSeed(dropout_seed, L + 1, 4), stream_));
+  RM_RETURN_IF_ERROR(gemm_->LinearForward(b.pooled_d, P(head + kClsW), P(head + kClsB), b.logits, B,
+                                          H, C, stream_));
+  Release(access, L + 1, false);
+
+  sample_losses_.clear();
+  if (!has_labels_) return 0.0f;
+  RM_KERNEL(ClassificationLossForward(b.logits, b.labels, b.losses, B, C, stream_));
+  sample_losses_.resize(B);
+  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sample_losses_.data(), b.losses, B * sizeof(float),
+                                          cudaMemcpyDeviceToHost, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  float total = 0.0f;  // in sample order, as the CPU model sums
+  for (float loss : sample_losses_) total += loss;
+  return total / B;
+}
+
+absl::Status CudaBertModel::LayerBackward(int l) {
+  Buffers& b = *buf_;
+  LayerActs& a = b.layers[l];
+  const int B = B_, S = S_, H = config_.hidden_size, I = config_.intermediate_size;
+  const int NH = config_.num_attention_heads, D = config_.head_dim();
+  const int64_t N = static_cast<int64_t>(B) * S, BH = static_cast<int64_t>(B) * NH;
+  const size_t NHsz = static_cast<size_t>(N) * H;
+  const int n = static_cast<int>(N);
+  auto copy = [&](float* dst, const float* src) {
+    return cudaMemcpyAsync(dst, src, NHsz * sizeof(float), cudaMemcpyDeviceToDevice, stream_);
+  };
+  // Output LayerNorm: dA (d out) → dB (d ln2_in); ln2_in = dropout(ffn) + h1.
+  RM_KERNEL(LayerNormBackward(b.dA, a.ln2_in, P(LayerIndex(l, kLn2W)), a.ln2_mean, a.ln2_rstd, b.dB,
+                              G(LayerIndex(l, kLn2W)), G(LayerIndex(l, kLn2B)), b.ln_scratch, n, H,
+                              stream_));
+  RM_KERNEL(copy(b.dA, b.dB));  // d h1 through the residual
+  RM_KERNEL(copy(b.dC, b.dB));
+  RM_KERNEL(DropoutBackward(b.dC, a.ffn_mask, NHsz, hidden_p_, stream_));
+  // FFN out dense: dI = dC·W, dW += dCᵀ·g, db += Σ dC.
+  RM_RETURN_IF_ERROR(gemm_->LinearInputGrad(b.dC, P(LayerIndex(l, kOutW)), b.dI, N, I, H,
+                                            /*accumulate=*/false, stream_));
+  RM_RETURN_IF_ERROR(gemm_->LinearWeightGrad(b.dC, a.g, G(LayerIndex(l, kOutW)), N, I, H, stream_));
+  RM_KERNEL(BiasGradient(b.dC, G(LayerIndex(l, kOutB)), b.bias_scratch, n, H, true, stream_));
+  RM_KERNEL(GeluBackward(b.dI, a.u, b.dI, static_cast<size_t>(N) * I, stream_));
+  // FFN in dense: dA += dI·W.
+  RM_RETURN_IF_ERROR(gemm_->LinearInputGrad(b.dI, P(LayerIndex(l, kInW)), b.dA, N, H, I,
+                                            /*accumulate=*/true, stream_));
+  RM_RETURN_IF_ERROR(gemm_->LinearWeightGrad(b.dI, a.h1, G(LayerIndex(l, kInW)), N, H, I, stream_));
+  RM_KERNEL(BiasGradient(b.dI, G(LayerIndex(l, kInB)), b.bias_scratch, n, I, true, stream_));
+  // Attention LayerNorm: dA (d h1) → dB (d ln1_in); ln1_in = dropout(attn dense) + x.
+  RM_KERNEL(LayerNormBackward(b.dA, a.ln1_in, P(LayerIndex(l, kLn1W)), a.ln1_mean, a.ln1_rstd, b.dB,
+                              G(LayerIndex(l, kLn1W)), G(LayerIndex(l, kLn1B)), b.ln_scratch, n, H,
+                              stream_));
+  RM_KERNEL(copy(b.dA, b.dB));  // residual into dx
+  RM_KERNEL(DropoutBackward(b.dB, a.attn_mask, NHsz, hidden_p_, stream_));
+  RM_RETURN_IF_ERROR(gemm_->LinearInputGrad(b.dB, P(LayerIndex(l, kAoW)), b.dC, N, H, H,
+                                            /*accumulate=*/false, stream_));
+  RM_RETURN_IF_ERROR(
+      gemm_->LinearWeightGrad(b.dB, a.ctx, G(LayerIndex(l, kAoW)), N, H, H, stream_));
+  RM_KERNEL(BiasGradient(b.dB, G(LayerIndex(l, kAoB)), b.bias_scratch, n, H, true, stream_));
+
+  // Attention: dC is d ctx (rows) → heads-major.
+  RM_KERNEL(RowsToHeads(b.dC, H, b.heads, B, S, NH, D, stream_));
+  const float* p_used = a.probs;
+  if (attn_p_ > 0) {
+    RM_KERNEL(Multiply(a.probs, a.probs_mask, b.pdrop, static_cast<size_t>(BH) * S * S, stream_));
+    p_used = b.pdrop;
+  }
+  const int64_t sd = static_cast<int64_t>(S) * D, ss = static_cast<int64_t>(S) * S;
+  // dV = P_dᵀ · dctx (S, D).
+  GemmProblem dv;
+  dv.M = S, dv.N = D, dv.K = S, dv.batch = static_cast<int>(BH);
+  dv.a = {p_used, CUDA_R_32F, true, S, ss};
+  dv.b = {b.heads, CUDA_R_32F, false, D, sd};
+  dv.c = b.dvh, dv.ldc = D, dv.c_batch_stride = sd;
+  RM_RETURN_IF_ERROR(gemm_->Run(dv, stream_));
+  // dP_d = dctx · Vᵀ (S, S); through the dropout mask; softmax backward (scaled) in place.
+  GemmProblem dpp;
+  dpp.M = S, dpp.N = S, dpp.K = D, dpp.batch = static_cast<int>(BH);
+  dpp.a = {b.heads, CUDA_R_32F, false, D, sd};
+  dpp.b = {a.vh, CUDA_R_32F, true, D, sd};
+  dpp.c = b.dp, dpp.ldc = S, dpp.c_batch_stride = ss;
+  RM_RETURN_IF_ERROR(gemm_->Run(dpp, stream_));
+  RM_KERNEL(DropoutBackward(b.dp, a.probs_mask, static_cast<size_t>(BH) * S * S, attn_p_, stream_));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  RM_KERNEL(MaskedSoftmaxBackward(a.probs, b.dp, B, NH, S, scale, stream_));
+  // dQ = dS · K ; dK = dSᵀ · Q.
+  GemmProblem dq;
+  dq.M = S, dq.N = D, dq.K = S, dq.batch = static_cast<int>(BH);
+  dq.a = {b.dp, CUDA_R_32F, false, S, ss};
+  dq.b = {a.kh, CUDA_R_32F, false, D, sd};
+  dq.c = b.dqh, dq.ldc = D, dq.c_batch_stride = sd;
+  RM_RETURN_IF_ERROR(gemm_->Run(dq, stream_));
+  GemmProblem dk = dq;
+  dk.a.transpose = true;
+  dk.b.ptr = a.qh;
+  dk.c = b.dkh;
+  RM_RETURN_IF_ERROR(gemm_->Run(dk, stream_));
+  RM_KERNEL(HeadsToRows(b.dqh, b.dqkv, 3 * H, B, S, NH, D, stream_));
+  RM_KERNEL(HeadsToRows(b.dkh, b.dqkv + H, 3 * H, B, S, NH, D, stream_));
+  RM_KERNEL(HeadsToRows(b.dvh, b.dqkv + 2 * H, 3 * H, B, S, NH, D, stream_));
+  // QKV projection ([3H, H] weight, [3H] bias): dA += dqkv·W.
+  RM_RETURN_IF_ERROR(gemm_->LinearInputGrad(b.dqkv, P(LayerIndex(l, kQW)), b.dA, N, H, 3 * H,
+                                            /*accumulate=*/true, stream_));
+  RM_RETURN_IF_ERROR(
+      gemm_->LinearWeightGrad(b.dqkv, a.x, G(LayerIndex(l, kQW)), N, H, 3 * H, stream_));
+  RM_KERNEL(BiasGradient(b.dqkv, G(LayerIndex(l, kQB)), b.bias_scratch, n, 3 * H, true, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBertModel::Backward(UnitAccess<float>* access, float loss_weight) {
+  if (!training_ || !has_labels_) {
+    return absl::FailedPreconditionError(
+        "CudaBertModel::Backward needs a training Forward with labels first");
+  }
+  Buffers& b = *buf_;
+  const int B = B_, S = S_, H = config_.hidden_size, C = config_.num_labels;
+  const int L = config_.num_hidden_layers;
+  const size_t N = static_cast<size_t>(B) * S;
+  const int head = kEmbCount + kLayerCount * L;
+
+  RM_KERNEL(ClassificationLossBackward(b.logits, b.labels, b.dlogits, B, C, loss_weight, stream_));
+  Acquire(access, L + 1, true);
+  // Classifier: dpooled = dlogits·W; dW += dlogitsᵀ·pooled_d; db += Σ dlogits.
+  RM_RETURN_IF_ERROR(gemm_->LinearInputGrad(b.dlogits, P(head + kClsW), b.dpooled, B, H, C,
+                                            /*accumulate=*/false, stream_));
+  RM_RETURN_IF_ERROR(
+      gemm_->LinearWeightGrad(b.dlogits, b.pooled_d, G(head + kClsW), B, H, C, stream_));
+  RM_KERNEL(BiasGradient(b.dlogits, G(head + kClsB), b.bias_scratch, B, C, true, stream_));
+  RM_KERNEL(
+      DropoutBackward(b.dpooled, b.pooled_mask, static_cast<size_t>(B) * H, hidden_p_, stream_));
+  RM_KERNEL(TanhBackward(b.dpooled, b.pooled, b.dpooled, static_cast<size_t>(B) * H, stream_));
+  // Pooler dense on the [CLS] rows: its input gradient lands on rows b·S of dA (zero elsewhere).
+  RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.dA, 0, N * H * sizeof(float), stream_));
+  GemmProblem dx;
+  dx.M = B, dx.N = H, dx.K = H;
+  dx.a = {b.dpooled, CUDA_R_32F, false, H, 0};
+  dx.b = {P(head + kPoolW), CUDA_R_32F, false, H, 0};
+  dx.c = b.dA, dx.ldc = static_cast<int64_t>(S) * H;
+  RM_RETURN_IF_ERROR(gemm_->Run(dx, stream_));
+  GemmProblem dw;
+  dw.M = H, dw.N = H, dw.K = B, dw.beta = 1.0f;
+  dw.a = {b.dpooled, CUDA_R_32F, true, H, 0};
+  dw.b = {b.final_out, CUDA_R_32F, false, static_cast<int64_t>(S) * H, 0};
+  dw.c = G(head + kPoolW), dw.ldc = H;
+  RM_RETURN_IF_ERROR(gemm_->Run(dw, stream_));
+  RM_KERNEL(BiasGradient(b.dpooled, G(head + kPoolB), b.bias_scratch, B, H, true, stream_));
+  Release(access, L + 1, true);
+
+  for (int l = L - 1; l >= 0; --l) {
+    Acquire(access, l + 1, true);
+    RM_RETURN_IF_ERROR(LayerBackward(l));
+    Release(access, l + 1, true);
+  }
+
+  // Embeddings: dropout → LayerNorm → scatter into the three tables.
+  Acquire(access, 0, true);
+  RM_KERNEL(DropoutBackward(b.dA, b.emb_mask, N * H, hidden_p_, stream_));
+  RM_KERNEL(LayerNormBackward(b.dA, b.emb_sum, P(kEmbLnW), b.emb_mean, b.emb_rstd, b.dB, G(kEmbLnW),
+                              G(kEmbLnB), b.ln_scratch, static_cast<int>(N), H, stream_));
+  RM_KERNEL(EmbeddingBackward(b.dB, b.ids, b.types, G(kWord), G(kPos), G(kType), B, S, H,
+                              config_.type_vocab_size, config_.pad_token_id, stream_));
+  Release(access, 0, true);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> CudaBertModel::Logits() const {
+  std::vector<float> out(static_cast<size_t>(B_) * config_.num_labels);
+  if (out.empty()) return out;
+  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.data(), buf_->logits, out.size() * sizeof(float),
+                                          cudaMemcpyDeviceToHost, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return out;
+}
+
+}  // namespace ringmaster::trainer::cuda

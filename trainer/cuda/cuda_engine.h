@@ -1,0 +1,65 @@
+// The CUDA step engine (`train.device: cuda`): the training loop's StepEngine over one device's
+// CudaTrainerState. Checkpoints use the CPU engine's sharded format and layout (a run can stop on
+// a GPU and resume on CPU ranks, and the other way round), and the export gathers the same flat
+// fp32 parameters.
+//
+// This is the single-device engine (issue #18): one rank, fp32 compute (TF32 GEMMs optionally).
+// Several ranks (NCCL, sharding, compression on the GPU) are issue #19; Create refuses a world
+// larger than one, naming it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/cuda/cuda_trainer_state.h"
+#include "trainer/model/bert_config.h"
+#include "trainer/model/bert_params.h"
+#include "trainer/train/step_engine.h"
+
+namespace ringmaster::trainer::cuda {
+
+class CudaEngine : public StepEngine {
+ public:
+  // `initial` holds layout.total parameters. `world_size` must be 1.
+  static absl::StatusOr<std::unique_ptr<CudaEngine>> Create(const CudaTrainerOptions& options,
+                                                            const BertConfig& config,
+                                                            const ParamLayout& layout,
+                                                            const float* initial, int world_size);
+
+  int64_t num_params() const override { return static_cast<int64_t>(layout_.total); }
+
+  void BeginStep() override;
+  absl::StatusOr<float> TrainMicroBatch(const Batch& batch, const MicroBatchArgs& args) override;
+  void EmptyMicroBatch(bool) override {}  // one rank: no collectives to match
+  absl::StatusOr<StepTotals> FinishStep(double local_loss, double lr, double max_grad_norm,
+                                        float flag) override;
+
+  absl::StatusOr<ForwardOutput> EvalForward(const Batch& batch) override;
+  void EmptyEvalForward() override {}
+
+  absl::Status status() const override { return status_; }
+  absl::Status AllReduceSum(std::vector<float>*) override { return absl::OkStatus(); }
+  absl::Status Barrier() override { return absl::OkStatus(); }
+
+  absl::StatusOr<uint64_t> SaveCheckpoint(const std::string& output_dir,
+                                          const CheckpointMeta& position, int keep) override;
+  absl::StatusOr<LoadedShard> ReadCheckpoint(const std::string& dir) const override;
+  absl::Status LoadCheckpoint(const LoadedShard& shard) override;
+
+  absl::Status GatherFullParams(std::vector<float>* out) override;
+  EngineFigures figures() const override;
+
+ private:
+  CudaEngine() = default;
+  ShardRanges Whole() const;
+
+  ParamLayout layout_;
+  std::unique_ptr<CudaTrainerState> state_;
+  absl::Status status_;        // first failure inside BeginStep (which cannot return one)
+  std::vector<float> logits_;  // EvalForward's, valid until the next call
+};
+
+}  // namespace ringmaster::trainer::cuda

@@ -1,0 +1,139 @@
+#include "trainer/cuda/cuda_trainer_state.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "trainer/cuda/cuda_status.h"
+#include "trainer/cuda/kernels.h"
+
+namespace ringmaster::trainer::cuda {
+namespace {
+
+template <typename T>
+absl::Status Alloc(T** p, size_t count) {
+  RM_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(p), count * sizeof(T)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaTrainerState>> CudaTrainerState::Create(
+    const BertConfig& config, const ParamLayout& layout, const std::vector<float>& params,
+    const CudaTrainerOptions& options) {
+  if (params.size() != layout.total) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CudaTrainerState: %d parameters given for a layout of %d", params.size(), layout.total));
+  }
+  std::unique_ptr<CudaTrainerState> s(new CudaTrainerState());
+  s->options_ = options;
+  s->n_ = layout.total;
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&s->stream_));
+  RM_RETURN_IF_ERROR(Alloc(&s->params_, s->n_));
+  RM_RETURN_IF_ERROR(Alloc(&s->grads_, s->n_));
+  RM_RETURN_IF_ERROR(Alloc(&s->exp_avg_, s->n_));
+  RM_RETURN_IF_ERROR(Alloc(&s->exp_avg_sq_, s->n_));
+  RM_RETURN_IF_ERROR(Alloc(&s->decay_mask_, s->n_));
+  RM_RETURN_IF_ERROR(Alloc(&s->norm_scratch_, GradNormScratchDoubles(s->n_)));
+  RM_RETURN_IF_ERROR(Alloc(&s->norm_, 1));
+  std::vector<uint8_t> mask(s->n_, 0);
+  for (const ParamSpec& spec : layout.specs) {
+    std::fill_n(mask.begin() + spec.offset, spec.numel, spec.weight_decay ? 1 : 0);
+  }
+  RM_CUDA_RETURN_IF_ERROR(cudaMemcpy(s->decay_mask_, mask.data(), s->n_, cudaMemcpyHostToDevice));
+  const std::vector<float> zeros(s->n_, 0.0f);
+  RM_RETURN_IF_ERROR(s->Upload(params, zeros, zeros, 0));
+  RM_ASSIGN_OR_RETURN(s->gemm_, Gemm::Create(options.tf32));
+  RM_ASSIGN_OR_RETURN(s->model_, CudaBertModel::Create(config, layout, s->gemm_.get(), s->stream_));
+  return s;
+}
+
+CudaTrainerState::~CudaTrainerState() {
+  model_.reset();
+  gemm_.reset();
+  for (void* p :
+       {static_cast<void*>(params_), static_cast<void*>(grads_), static_cast<void*>(exp_avg_),
+        static_cast<void*>(exp_avg_sq_), static_cast<void*>(decay_mask_),
+        static_cast<void*>(norm_scratch_), static_cast<void*>(norm_)}) {
+    if (p != nullptr) cudaFree(p);
+  }
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+absl::Status CudaTrainerState::BeginStep() {
+  RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads_, 0, n_ * sizeof(float), stream_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float> CudaTrainerState::ForwardBackward(const BertInputs& in, float loss_weight,
+                                                        uint64_t dropout_seed) {
+  RM_ASSIGN_OR_RETURN(const float loss,
+                      model_->Forward(params_, in, /*training=*/true, dropout_seed));
+  RM_RETURN_IF_ERROR(model_->Backward(params_, grads_, loss_weight));
+  return loss;
+}
+
+absl::StatusOr<double> CudaTrainerState::FinishStep(double lr, double max_grad_norm) {
+  RM_CUDA_RETURN_IF_ERROR(GradNorm(grads_, n_, norm_scratch_, norm_, stream_));
+  double norm = 0;
+  RM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&norm, norm_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (!std::isfinite(norm)) return norm;  // nothing applied; the loop fails the step
+  RM_CUDA_RETURN_IF_ERROR(ClipGradNorm(grads_, n_, max_grad_norm, norm_scratch_, norm_, stream_));
+  ++step_;
+  RM_CUDA_RETURN_IF_ERROR(AdamWStep(params_, grads_, exp_avg_, exp_avg_sq_, decay_mask_, n_, step_,
+                                    lr, options_.adam.beta1, options_.adam.beta2, options_.adam.eps,
+                                    options_.adam.weight_decay, stream_));
+  return norm;
+}
+
+absl::StatusOr<float> CudaTrainerState::EvalForward(const BertInputs& in) {
+  return model_->Forward(params_, in, /*training=*/false, 0);
+}
+
+absl::StatusOr<std::vector<float>> CudaTrainerState::DownloadParams() const {
+  std::vector<float> out(n_);
+  RM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(out.data(), params_, n_ * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return out;
+}
+
+absl::Status CudaTrainerState::DownloadOptimizer(std::vector<float>* exp_avg,
+                                                 std::vector<float>* exp_avg_sq) const {
+  exp_avg->resize(n_);
+  exp_avg_sq->resize(n_);
+  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(exp_avg->data(), exp_avg_, n_ * sizeof(float),
+                                          cudaMemcpyDeviceToHost, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(exp_avg_sq->data(), exp_avg_sq_, n_ * sizeof(float),
+                                          cudaMemcpyDeviceToHost, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaTrainerState::Upload(const std::vector<float>& params,
+                                      const std::vector<float>& exp_avg,
+                                      const std::vector<float>& exp_avg_sq, int64_t step) {
+  if (params.size() != n_ || exp_avg.size() != n_ || exp_avg_sq.size() != n_ || step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("CudaTrainerState::Upload: sizes %d/%d/%d (step %d) for a layout of %d",
+                        params.size(), exp_avg.size(), exp_avg_sq.size(), step, n_));
+  }
+  RM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(params_, params.data(), n_ * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(exp_avg_, exp_avg.data(), n_ * sizeof(float),
+                                          cudaMemcpyHostToDevice, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(exp_avg_sq_, exp_avg_sq.data(), n_ * sizeof(float),
+                                          cudaMemcpyHostToDevice, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  step_ = step;
+  return absl::OkStatus();
+}
+
+size_t CudaTrainerState::device_bytes() const {
+  return n_ * (4 * sizeof(float) + 1) + GradNormScratchDoubles(n_) * sizeof(double) +
+         model_->arena_bytes() + gemm_->workspace_bytes();
+}
+
+}  // namespace ringmaster::trainer::cuda

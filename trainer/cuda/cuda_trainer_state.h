@@ -1,0 +1,85 @@
+// One device's training state for the CUDA engine: the flat parameters, gradients and AdamW
+// moments (layout.total floats each, the CPU engine's layout, so checkpoints and the Hugging Face
+// export are shared), the CUDA BERT and the step protocol the loop drives:
+//   BeginStep (zero gradients) → ForwardBackward per micro-batch (gradients accumulate with the
+//   micro-batch's loss weight) → FinishStep (global norm, clipping, AdamW with the loop's LR).
+// Everything runs on one stream; the host waits only for each micro-batch's loss and the step's
+// gradient norm, which the loop needs for logging and divergence checks.
+//
+// Multi-device reduction (NCCL) goes between the last ForwardBackward and FinishStep; this class
+// is the single-device part (issue #18) that a StepEngine wraps.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/cuda/bert_cuda_model.h"
+#include "trainer/cuda/gemm.h"
+#include "trainer/model/bert_config.h"
+#include "trainer/model/bert_params.h"
+#include "trainer/optim/adamw.h"
+
+namespace ringmaster::trainer::cuda {
+
+struct CudaTrainerOptions {
+  AdamWOptions adam;
+  bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores (sm_80+)
+};
+
+class CudaTrainerState {
+ public:
+  // Uploads `params` (layout.total floats); moments start at zero, step at 0.
+  static absl::StatusOr<std::unique_ptr<CudaTrainerState>> Create(
+      const BertConfig& config, const ParamLayout& layout, const std::vector<float>& params,
+      const CudaTrainerOptions& options);
+  ~CudaTrainerState();
+  CudaTrainerState(const CudaTrainerState&) = delete;
+  CudaTrainerState& operator=(const CudaTrainerState&) = delete;
+
+  absl::Status BeginStep();
+  // Forward + backward of one micro-batch with dropout; gradients += loss_weight · ∂loss/∂θ.
+  // Returns the micro-batch's mean loss.
+  absl::StatusOr<float> ForwardBackward(const BertInputs& in, float loss_weight,
+                                        uint64_t dropout_seed);
+  // Clips to `max_grad_norm` (<= 0: no clipping) and applies AdamW with `lr`. Returns the norm
+  // before clipping (a non-finite norm is returned and nothing applied: the caller decides the
+  // step diverged).
+  absl::StatusOr<double> FinishStep(double lr, double max_grad_norm);
+  // Forward without dropout: the mean loss (0 without labels); Logits() then holds (B, C).
+  absl::StatusOr<float> EvalForward(const BertInputs& in);
+  absl::StatusOr<std::vector<float>> Logits() const { return model_->Logits(); }
+
+  // Host copies for checkpoints and export, and their restore.
+  absl::StatusOr<std::vector<float>> DownloadParams() const;
+  absl::Status DownloadOptimizer(std::vector<float>* exp_avg, std::vector<float>* exp_avg_sq) const;
+  absl::Status Upload(const std::vector<float>& params, const std::vector<float>& exp_avg,
+                      const std::vector<float>& exp_avg_sq, int64_t step);
+  int64_t step() const { return step_; }
+
+  float* grads() { return grads_; }  // device, layout.total floats (for reductions)
+  size_t size() const { return n_; }
+  cudaStream_t stream() const { return stream_; }
+  // Device bytes held: state buffers + GEMM workspace + activation arena (after a forward).
+  size_t device_bytes() const;
+
+ private:
+  CudaTrainerState() = default;
+
+  CudaTrainerOptions options_;
+  size_t n_ = 0;
+  int64_t step_ = 0;
+  cudaStream_t stream_ = nullptr;
+  float *params_ = nullptr, *grads_ = nullptr, *exp_avg_ = nullptr, *exp_avg_sq_ = nullptr;
+  uint8_t* decay_mask_ = nullptr;  // 1 where weight decay applies (layout specs)
+  double* norm_scratch_ = nullptr;
+  double* norm_ = nullptr;
+  std::unique_ptr<Gemm> gemm_;
+  std::unique_ptr<CudaBertModel> model_;
+};
+
+}  // namespace ringmaster::trainer::cuda

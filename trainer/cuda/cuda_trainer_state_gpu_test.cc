@@ -1,0 +1,186 @@
+// ctest-labels: gpu
+// Three AdamW steps of the CUDA training state against the CPU engine's own pieces (BertModel
+// <float>, ClipGradNorm, AdamW) on a small BERT with dropout and two accumulated micro-batches:
+// the weights after each step within 1e-5 of each tensor's scale (see ExpectWeightsMatch), the same
+// losses and gradient norms, and an exact round trip of the state through the host (checkpoints).
+// Skips cleanly (exit 77) where no CUDA device exists.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "trainer/cuda/cuda_trainer_state.h"
+#include "trainer/model/bert_model.h"
+#include "trainer/model/bert_params.h"
+#include "trainer/optim/adamw.h"
+
+namespace ringmaster::trainer::cuda {
+namespace {
+
+bool HaveGpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+BertConfig SmallConfig() {
+  BertConfig c;
+  c.vocab_size = 53;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 40;
+  c.max_position_embeddings = 16;
+  c.num_labels = 2;
+  return c;  // dropout 0.1 (the HF default)
+}
+
+struct MicroBatch {
+  int B = 2, S = 8;
+  std::vector<int32_t> ids;
+  std::vector<float> mask, labels;
+  BertInputs Inputs() const {
+    BertInputs in;
+    in.batch = B;
+    in.seq = S;
+    in.input_ids = ids.data();
+    in.attention_mask = mask.data();
+    in.labels = labels.data();
+    return in;
+  }
+};
+
+MicroBatch MakeMicroBatch(const BertConfig& c, uint32_t seed) {
+  MicroBatch m;
+  std::mt19937 rng(seed);
+  for (int b = 0; b < m.B; ++b) {
+    const int len = m.S - static_cast<int>(rng() % 4);
+    for (int s = 0; s < m.S; ++s) {
+      m.ids.push_back(s < len ? 1 + static_cast<int32_t>(rng() % (c.vocab_size - 1)) : 0);
+      m.mask.push_back(s < len ? 1.0f : 0.0f);
+    }
+    m.labels.push_back(static_cast<float>(rng() % 2));
+  }
+  return m;
+}
+
+// Weights after `steps` AdamW steps against the CPU's. Every weight is within 1e-5 of its
+// tensor's scale (max |w|), except a few whose gradient is ~0: AdamW divides a gradient by its
+// own running magnitude, so two fp32 implementations that sum in different orders can move such
+// a weight by different fractions of lr. Allowed: at most 0.1% of the weights beyond 1e-5, none
+// beyond AdamW's step bound (4·lr per step). Attention key biases are all of that kind: their
+// true gradient is exactly zero (softmax ignores a per-row shift), so both engines update them by
+// normalised rounding noise; they get the step bound only.
+void ExpectWeightsMatch(const ParamLayout& layout, const std::vector<float>& ref,
+                        const std::vector<float>& got, double lr, int steps) {
+  size_t outliers = 0;
+  double worst = 0;
+  for (const ParamSpec& s : layout.specs) {
+    const bool zero_grad = s.name.find("attention.self.key.bias") != std::string::npos;
+    double scale = 1e-12;
+    for (size_t i = s.offset; i < s.offset + s.numel; ++i) {
+      scale = std::max(scale, std::abs(static_cast<double>(ref[i])));
+    }
+    for (size_t i = s.offset; i < s.offset + s.numel; ++i) {
+      const double diff = std::abs(static_cast<double>(ref[i]) - got[i]);
+      ASSERT_LE(diff, 4 * lr * steps) << s.name << "[" << i - s.offset << "] after " << steps;
+      if (zero_grad) continue;
+      worst = std::max(worst, diff / scale);
+      outliers += diff > 1e-5 * scale;
+    }
+  }
+  EXPECT_LE(outliers, layout.total / 1000) << "weights beyond 1e-5 of their tensor's scale";
+  printf("after %d steps: %zu of %zu weights beyond 1e-5 relative (largest %.2g)\n", steps,
+         outliers, layout.total, worst);
+}
+
+TEST(CudaTrainerState, ThreeAdamWStepsMatchCpuEngine) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const BertConfig config = SmallConfig();
+  const ParamLayout layout = MakeBertParamLayout(config);
+  std::vector<float> params(layout.total);
+  InitBertParams(config, layout, 5, params.data());
+  CudaTrainerOptions options;
+  const double max_grad_norm = 0.1;         // low enough that clipping acts
+  const double lr = 2e-5;                   // the job spec's default fine-tuning rate
+  const float weights[2] = {0.25f, 0.75f};  // micro-batch shares of the step
+
+  std::vector<float> cpu_params = params, cpu_grads(layout.total);
+  BertModel<float> cpu(config, layout);
+  AdamW adam(layout, options.adam);
+  auto gpu = CudaTrainerState::Create(config, layout, params, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+
+  for (int step = 0; step < 3; ++step) {
+    std::fill(cpu_grads.begin(), cpu_grads.end(), 0.0f);
+    ASSERT_TRUE((*gpu)->BeginStep().ok());
+    for (int m = 0; m < 2; ++m) {
+      const MicroBatch mb = MakeMicroBatch(config, 100 * step + m);
+      const uint64_t seed = 1000 + 10 * step + m;
+      const float cpu_loss = cpu.Forward(cpu_params.data(), mb.Inputs(), true, seed);
+      cpu.Backward(cpu_params.data(), cpu_grads.data(), weights[m]);
+      absl::StatusOr<float> loss = (*gpu)->ForwardBackward(mb.Inputs(), weights[m], seed);
+      ASSERT_TRUE(loss.ok()) << loss.status();
+      EXPECT_NEAR(*loss, cpu_loss, 1e-5) << "step " << step << " micro-batch " << m;
+    }
+    const double cpu_norm = ClipGradNorm(cpu_grads.data(), cpu_grads.size(), max_grad_norm);
+    adam.Step(cpu_params.data(), cpu_grads.data(), lr);
+    absl::StatusOr<double> norm = (*gpu)->FinishStep(lr, max_grad_norm);
+    ASSERT_TRUE(norm.ok()) << norm.status();
+    EXPECT_NEAR(*norm, cpu_norm, 1e-4 * cpu_norm) << "step " << step;
+    EXPECT_GT(cpu_norm, max_grad_norm) << "the test should exercise clipping";
+    absl::StatusOr<std::vector<float>> got = (*gpu)->DownloadParams();
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectWeightsMatch(layout, cpu_params, *got, lr, step + 1);
+  }
+  EXPECT_EQ((*gpu)->step(), 3);
+
+  // Checkpoint round trip: download, upload into a fresh state, the same bits come back.
+  std::vector<float> m, v;
+  ASSERT_TRUE((*gpu)->DownloadOptimizer(&m, &v).ok());
+  absl::StatusOr<std::vector<float>> p = (*gpu)->DownloadParams();
+  ASSERT_TRUE(p.ok());
+  auto fresh = CudaTrainerState::Create(config, layout, params, options);
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE((*fresh)->Upload(*p, m, v, 3).ok());
+  std::vector<float> m2, v2;
+  ASSERT_TRUE((*fresh)->DownloadOptimizer(&m2, &v2).ok());
+  EXPECT_EQ(*(*fresh)->DownloadParams(), *p);
+  EXPECT_EQ(m2, m);
+  EXPECT_EQ(v2, v);
+  EXPECT_EQ((*fresh)->step(), 3);
+  EXPECT_FALSE((*fresh)->Upload(std::vector<float>(3), m, v, 3).ok());
+}
+
+TEST(CudaTrainerState, NonFiniteGradientsAreReportedNotApplied) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const BertConfig config = SmallConfig();
+  const ParamLayout layout = MakeBertParamLayout(config);
+  std::vector<float> params(layout.total);
+  InitBertParams(config, layout, 5, params.data());
+  params[layout.Find("classifier.bias")->offset] = std::numeric_limits<float>::infinity();
+  auto gpu = CudaTrainerState::Create(config, layout, params, CudaTrainerOptions{});
+  ASSERT_TRUE(gpu.ok());
+  ASSERT_TRUE((*gpu)->BeginStep().ok());
+  const MicroBatch mb = MakeMicroBatch(config, 1);
+  ASSERT_TRUE((*gpu)->ForwardBackward(mb.Inputs(), 1.0f, 1).ok());
+  absl::StatusOr<double> norm = (*gpu)->FinishStep(1e-3, 1.0);
+  ASSERT_TRUE(norm.ok());
+  EXPECT_FALSE(std::isfinite(*norm));
+  EXPECT_EQ((*gpu)->step(), 0);  // nothing applied
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer::cuda
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rc = RUN_ALL_TESTS();
+  int n = 0;
+  if (rc == 0 && !(cudaGetDeviceCount(&n) == cudaSuccess && n > 0)) return 77;  // skipped
+  return rc;
+}

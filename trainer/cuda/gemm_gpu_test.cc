@@ -1,0 +1,164 @@
+// ctest-labels: gpu
+// The cuBLASLt GEMM wrapper (row-major Linear forward/backward, batched attention products) and
+// the bias-gradient kernel against the CPU model's own operations (cpu::LinearForward/Backward,
+// cpu::Gemm). Skips cleanly (exit 77) where no CUDA device exists.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "trainer/cuda/bias_grad.h"
+#include "trainer/cuda/device_array.h"
+#include "trainer/cuda/gemm.h"
+#include "trainer/model/cpu_ops.h"
+
+namespace ringmaster::trainer::cuda {
+namespace {
+
+bool HaveGpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// |got - ref| <= atol + rtol·|ref| everywhere; reports the first index that is not.
+void ExpectClose(const std::vector<float>& ref, const std::vector<float>& got, float atol,
+                 float rtol) {
+  ASSERT_EQ(ref.size(), got.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_NEAR(got[i], ref[i], atol + rtol * std::abs(ref[i])) << "at " << i;
+  }
+}
+
+class GemmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+    auto g = Gemm::Create();
+    ASSERT_TRUE(g.ok()) << g.status();
+    gemm_ = std::move(*g);
+  }
+  std::unique_ptr<Gemm> gemm_;
+};
+
+TEST_F(GemmTest, LinearForwardWithAndWithoutBias) {
+  const int rows = 37, in = 48, out = 24;  // not multiples of any tile size
+  const auto x = Random(rows * in, 1), w = Random(out * in, 2), b = Random(out, 3);
+  for (bool with_bias : {true, false}) {
+    std::vector<float> y(rows * out);
+    cpu::LinearForward<float>(x.data(), w.data(), with_bias ? b.data() : nullptr, y.data(), rows,
+                              in, out);
+    DeviceArray<float> dx(x), dw(w), db(b), dy(static_cast<size_t>(rows * out));
+    ASSERT_TRUE(
+        gemm_->LinearForward(dx.p, dw.p, with_bias ? db.p : nullptr, dy.p, rows, in, out, nullptr)
+            .ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ExpectClose(y, dy.Download(), 1e-4f, 1e-5f);
+  }
+}
+
+TEST_F(GemmTest, LinearBackwardMatchesCpu) {
+  const int rows = 33, in = 40, out = 56;
+  const auto x = Random(rows * in, 4), w = Random(out * in, 5), g = Random(rows * out, 6);
+  const auto dw0 = Random(out * in, 7), dx0 = Random(rows * in, 8), db0 = Random(out, 9);
+  for (bool accumulate_dx : {false, true}) {
+    std::vector<float> dx = dx0, dw = dw0, db = db0;
+    cpu::LinearBackward<float>(g.data(), x.data(), w.data(), dx.data(), dw.data(), db.data(), rows,
+                               in, out, accumulate_dx);
+    DeviceArray<float> d_x(x), d_w(w), d_g(g), d_dx(dx0), d_dw(dw0), d_db(db0),
+        scratch(BiasGradientScratchFloats(rows, out));
+    ASSERT_TRUE(
+        gemm_->LinearInputGrad(d_g.p, d_w.p, d_dx.p, rows, in, out, accumulate_dx, nullptr).ok());
+    ASSERT_TRUE(gemm_->LinearWeightGrad(d_g.p, d_x.p, d_dw.p, rows, in, out, nullptr).ok());
+    ASSERT_EQ(BiasGradient(d_g.p, d_db.p, scratch.p, rows, out, /*accumulate=*/true, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ExpectClose(dx, d_dx.Download(), 1e-4f, 1e-5f);
+    ExpectClose(dw, d_dw.Download(), 1e-4f, 1e-5f);
+    ExpectClose(db, d_db.Download(), 1e-4f, 1e-5f);
+  }
+}
+
+// Attention's products over (batch·heads) blocks laid out (BH, S, D): scores = Q·Kᵀ scaled,
+// then context = P·V, against cpu::Gemm block by block.
+TEST_F(GemmTest, BatchedAttentionProducts) {
+  const int BH = 6, S = 19, D = 8;
+  const auto q = Random(BH * S * D, 10), k = Random(BH * S * D, 11), v = Random(BH * S * D, 12);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> scores(BH * S * S), ctx(BH * S * D);
+  for (int i = 0; i < BH; ++i) {
+    cpu::Gemm<float>(false, true, S, S, D, scale, q.data() + i * S * D, D, k.data() + i * S * D, D,
+                     0.0f, scores.data() + i * S * S, S);
+    cpu::Gemm<float>(false, false, S, D, S, 1.0f, scores.data() + i * S * S, S,
+                     v.data() + i * S * D, D, 0.0f, ctx.data() + i * S * D, D);
+  }
+  DeviceArray<float> dq(q), dk(k), dv(v), dscores(scores.size()), dctx(ctx.size());
+  GemmProblem p;
+  p.M = S, p.N = S, p.K = D, p.batch = BH, p.alpha = scale;
+  p.a = {dq.p, CUDA_R_32F, false, D, S * D};
+  p.b = {dk.p, CUDA_R_32F, true, D, S * D};
+  p.c = dscores.p, p.ldc = S, p.c_batch_stride = S * S;
+  ASSERT_TRUE(gemm_->Run(p, nullptr).ok());
+  GemmProblem pv;
+  pv.M = S, pv.N = D, pv.K = S, pv.batch = BH;
+  pv.a = {dscores.p, CUDA_R_32F, false, S, S * S};
+  pv.b = {dv.p, CUDA_R_32F, false, D, S * D};
+  pv.c = dctx.p, pv.ldc = D, pv.c_batch_stride = S * D;
+  ASSERT_TRUE(gemm_->Run(pv, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ExpectClose(scores, dscores.Download(), 1e-5f, 1e-5f);
+  ExpectClose(ctx, dctx.Download(), 1e-4f, 1e-5f);
+}
+
+TEST_F(GemmTest, BadShapeIsRefusedBeforeLaunch) {
+  DeviceArray<float> a(16), c(16);
+  GemmProblem p;
+  p.M = 4, p.N = 4, p.K = 4;
+  p.a = {a.p, CUDA_R_32F, false, /*ld=*/3, 0};  // ld < K columns
+  p.b = {a.p, CUDA_R_32F, false, 4, 0};
+  p.c = c.p, p.ldc = 4;
+  const absl::Status s = gemm_->Run(p, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("lda=3"), std::string::npos) << s;
+}
+
+TEST(BiasGradient, DeterministicAndOverwrites) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const int rows = 300, C = 70;  // several row chunks and a partial column block
+  const auto g = Random(rows * C, 13);
+  std::vector<double> ref(C, 0.0);
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < C; ++j) ref[j] += g[r * C + j];
+  }
+  DeviceArray<float> dg(g), db(static_cast<size_t>(C)), scratch(BiasGradientScratchFloats(rows, C));
+  ASSERT_EQ(BiasGradient(dg.p, db.p, scratch.p, rows, C, /*accumulate=*/false, nullptr),
+            cudaSuccess);
+  const std::vector<float> first = db.Download();
+  ASSERT_EQ(BiasGradient(dg.p, db.p, scratch.p, rows, C, /*accumulate=*/false, nullptr),
+            cudaSuccess);
+  const std::vector<float> second = db.Download();
+  for (int j = 0; j < C; ++j) {
+    EXPECT_NEAR(first[j], ref[j], 1e-3) << j;
+    EXPECT_EQ(first[j], second[j]) << "not bit-reproducible at " << j;
+  }
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer::cuda
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rc = RUN_ALL_TESTS();
+  int n = 0;
+  if (rc == 0 && !(cudaGetDeviceCount(&n) == cudaSuccess && n > 0)) return 77;  // skipped
+  return rc;
+}
