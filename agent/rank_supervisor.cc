@@ -12,17 +12,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/path_policy.h"
+#include "common/exit_codes.h"
 #include "common/file_util.h"
+#include "common/rank_status.h"
 #include "google/protobuf/util/time_util.h"
-#include "trainer/job/job_spec.h"
-#include "trainer/metrics/rank_status.h"
+#include "jobspec/job_spec.h"
 #include "trainer/train/sharded_checkpoint.h"
 
 namespace ringmaster::agent {
 namespace {
-
-constexpr int kExitBadJob = 3;    // ringmaster-trainer: the job itself is wrong
-constexpr int kExitDiverged = 4;  // ringmaster-trainer: the loss or gradients became NaN/inf
 
 google::protobuf::Timestamp UnixSecondsToTimestamp(double seconds) {
   return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(

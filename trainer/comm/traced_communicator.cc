@@ -7,26 +7,6 @@
 
 namespace ringmaster::trainer {
 
-const char* CollectiveName(Collective c) {
-  switch (c) {
-    case Collective::kAllReduceSum:
-      return "AllReduceSum";
-    case Collective::kReduceScatterSum:
-      return "ReduceScatterSum";
-    case Collective::kAllGather:
-      return "AllGather";
-    case Collective::kAllToAll:
-      return "AllToAll";
-    case Collective::kAllGatherBytes:
-      return "AllGatherBytes";
-    case Collective::kBroadcast:
-      return "Broadcast";
-    case Collective::kBarrier:
-      return "Barrier";
-  }
-  return "Unknown";
-}
-
 template <typename Fn>
 absl::Status TracedCommunicator::Trace(Collective op, Fn&& fn) {
   const uint64_t seq = counter_->fetch_add(1, std::memory_order_relaxed) + 1;

@@ -199,28 +199,22 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   std::unique_ptr<Trainer> t(new Trainer());
   t->job_ = job;
   RM_ASSIGN_OR_RETURN(t->slowdown_, Slowdown::FromEnv());
-  if (job.train.device == "cuda") {
+  if (job.train.device == Device::kCuda) {
     return absl::UnimplementedError(
         absl::StrCat(job.source, ": train.device: cuda is not available in this build"));
   }
   // The CPU trainer computes in fp32: a half-precision request is refused, not silently run in
   // fp32 (whose speed and memory the user did not plan for). `auto` means fp32 here.
-  if (job.train.precision == "fp16" || job.train.precision == "bf16") {
+  if (job.train.precision == Precision::kFp16 || job.train.precision == Precision::kBf16) {
     return absl::InvalidArgumentError(absl::StrCat(
-        job.source, ": train.precision: ", job.train.precision, " needs train.device: cuda; ",
+        job.source, ": train.precision: ", std::string(SettingName(job.train.precision)),
+        " needs train.device: cuda; ",
         "the CPU trainer computes in fp32 (use precision auto or fp32)"));
   }
   DataParallelOptions dpo;
-  RM_ASSIGN_OR_RETURN(dpo.sharding, ParseSharding(job.distributed.sharding));
-  const std::string& comp = job.distributed.compression;
-  if (comp == "powersgd") {
-    dpo.powersgd = true;
-    dpo.powersgd_rank = job.distributed.powersgd_rank;
-  } else if (comp == "auto") {
-    dpo.codec = WireCodec::kNone;  // decided below, once the ranks can measure their links
-  } else {
-    RM_ASSIGN_OR_RETURN(dpo.codec, ParseWireCodec(comp));
-  }
+  dpo.sharding = job.distributed.sharding;
+  const Compression comp = job.distributed.compression;
+  SetCompression(comp, job.distributed.powersgd_rank, &dpo);
   dpo.adam = AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,
                           job.train.weight_decay};
   dpo.seed = job.train.seed;
@@ -233,7 +227,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
     dist = t->own_dist_.get();
   }
   t->dist_ = dist;
-  if (comp == "auto" && dist->world_size() > 1) {
+  if (comp == Compression::kAuto && dist->world_size() > 1) {
     if (dist->env().num_nodes > 1) {
       RM_ASSIGN_OR_RETURN(dpo.codec, ChooseAutoCodec(*dist->world()));
     } else if (dist->rank() == 0) {
@@ -481,8 +475,10 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
         "compression %s), total %lld steps",
         job_.name, train_->size(), eval_.size(), static_cast<long long>(model_.layout.total),
         job_.train.epochs, static_cast<long long>(steps_per_epoch_), job_.train.global_batch_size,
-        world, accumulation_, job_.train.micro_batch_size, job_.distributed.sharding,
-        job_.distributed.compression, static_cast<long long>(total_steps_)));
+        world, accumulation_, job_.train.micro_batch_size,
+        std::string(SettingName(job_.distributed.sharding)),
+        std::string(SettingName(job_.distributed.compression)),
+        static_cast<long long>(total_steps_)));
   }
   if (!dist_->env().rank_weights.empty()) {
     const size_t gb = static_cast<size_t>(job_.train.global_batch_size);
@@ -660,8 +656,8 @@ absl::StatusOr<TrainResult> Trainer::RunSteps(const std::atomic<bool>* stop) {
   RM_RETURN_IF_ERROR(MakeDirs(ranks_dir.string()));
   const nlohmann::json stats = {{"rank", dist_->rank()},
                                 {"world_size", dist_->world_size()},
-                                {"sharding", job_.distributed.sharding},
-                                {"compression", job_.distributed.compression},
+                                {"sharding", SettingName(job_.distributed.sharding)},
+                                {"compression", SettingName(job_.distributed.compression)},
                                 {"persistent_state_bytes", mem.persistent_bytes},
                                 {"peak_transient_bytes", mem.peak_transient_bytes},
                                 {"gather_bytes", cc.gather_bytes.load()},

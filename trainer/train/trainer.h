@@ -13,13 +13,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/trainer_metrics.h"
+#include "jobspec/bert_config.h"
+#include "jobspec/job_spec.h"
 #include "trainer/data/batcher.h"
 #include "trainer/data/tsv_row_index.h"
 #include "trainer/dist/data_parallel.h"
 #include "trainer/dist/dist_context.h"
-#include "trainer/job/job_spec.h"
-#include "trainer/metrics/trainer_metrics.h"
-#include "trainer/model/bert_config.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/optim/adamw.h"
@@ -37,10 +37,10 @@ struct EvalResult {
 
 // A failure because training diverged (the loss or the gradient norm became NaN or inf), as
 // opposed to a broken peer or file: the same data and weights would diverge again, so a
-// supervisor must not restart it. `ringmaster-trainer train` exits kExitDiverged for it.
+// supervisor must not restart it. `ringmaster-trainer train` exits kExitDiverged
+// (common/exit_codes.h) for it.
 absl::Status Diverged(const std::string& message);
 bool IsDiverged(const absl::Status& status);
-inline constexpr int kExitDiverged = 4;
 
 struct TrainResult {
   int64_t steps = 0;
