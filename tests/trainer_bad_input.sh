@@ -48,6 +48,13 @@ expect_error "missing job file" "nope.yaml" -- "$T" train --config "$work/nope.y
 sed 's/lr: 1.0e-3}/lr: 1.0e-3, precision: bf16}/' "$work/job.yaml" >"$work/bf16.yaml"
 expect_error "bf16 on the CPU" "bf16.yaml: train.precision: bf16 needs train.device: cuda" -- \
   "$T" train --config "$work/bf16.yaml"
+# The coordinator's plan for a rank (RINGMASTER_PRECISION) that this CPU trainer cannot run:
+# a bad job (exit 3) naming the variable and the device, before any rendezvous.
+for p in bf16 fp16; do
+  RINGMASTER_PRECISION=$p expect_error "plan's $p on a CPU rank" \
+    "RINGMASTER_PRECISION=$p .*needs a CUDA device.*train.device: cpu" -- \
+    "$T" train --config "$work/job.yaml"
+done
 
 # TSV rows.
 printf 'sentence\tlabel\ngood\t1\nbad\n' >"$work/data/missing.tsv"

@@ -26,6 +26,7 @@
 #include "trainer/data/sentiment_gen.h"
 #include "trainer/data/tsv.h"
 #include "trainer/dist/dist_context.h"
+#include "trainer/dist/rank_plan.h"
 #include "trainer/train/throughput_probe.h"
 #include "trainer/train/trainer.h"
 
@@ -136,6 +137,8 @@ absl::Status Train(const Args& a) {
   if (job.train.device == rt::Device::kAuto) job.train.device = rt::Device::kCpu;
   // One rank of many when started with the torchrun environment (WORLD_SIZE, RANK, ...).
   RM_ASSIGN_OR_RETURN(rt::DistEnv env, rt::DistEnvFromProcess());
+  // The coordinator's plan for this rank; one this machine cannot run is the job's fault.
+  RM_RETURN_IF_ERROR(BadJob(rt::ApplyRankPlan(env, &job)));
   if (env.distributed) {
     ringmaster::SetLogProgramName(absl::StrCat("ringmaster-trainer[rank ", env.rank, "]"));
   }
