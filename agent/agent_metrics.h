@@ -16,8 +16,8 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/gpu_monitor.h"
 #include "agent/rank_supervisor.h"
+#include "common/metrics_server.h"
 #include "ringmaster/v1/agent.pb.h"
-#include "trainer/metrics/metrics_server.h"
 
 namespace ringmaster::agent {
 

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent_metrics.h"
-#include "trainer/metrics/figures_exposition.h"
+#include "common/figures_exposition.h"
 
 namespace ringmaster::agent {
 namespace {

@@ -11,9 +11,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/rank_status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/metrics/rank_status.h"
 
 namespace ringmaster::agent {
 namespace {

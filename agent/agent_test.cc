@@ -127,6 +127,36 @@ TEST_F(AgentTest, CarriesOutCommandsAndAcksAtOnce) {
   EXPECT_EQ(link_.stream->written.back().command_errors(0).command_id(), 42u);
 }
 
+TEST_F(AgentTest, ALaunchedRankSeesOnlyTheGpuItWasAssigned) {
+  // A node with two GPUs (a fake inventory: device ordinals 2 and 5); the plan gives local rank i
+  // the i-th GPU listed, as coordinator/planner.h does.
+  AgentOptions ao;
+  ao.inventory.set_node_name("box-2");
+  for (uint32_t ordinal : {2u, 5u}) {
+    v1::GpuInfo* g = ao.inventory.add_gpus();
+    g->set_index(ordinal);
+    g->set_name("NVIDIA A100-SXM4-40GB");
+    g->set_compute_capability_major(8);
+  }
+  agent_ = std::make_unique<Agent>(ao, &link_, sup_.get(), [this] { return now_; });
+  ASSERT_TRUE(agent_->Connect().ok());
+  v1::CoordinatorMessage m = StartCmd(51);
+  v1::StartRanks* s = m.mutable_start_ranks();
+  s->set_world_size(2);
+  s->clear_ranks();
+  for (int lr = 0; lr < 2; ++lr) {
+    v1::RankLaunch* r = s->add_ranks();
+    r->set_global_rank(lr);
+    r->set_local_rank(lr);
+    r->set_gpu_index(static_cast<int>(ao.inventory.gpus(lr).index()));
+  }
+  link_.stream->inbox.push_back(m);
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  ASSERT_EQ(launcher_.started.size(), 2u);
+  EXPECT_EQ(launcher_.started[0].spec.env.at("CUDA_VISIBLE_DEVICES"), "2");
+  EXPECT_EQ(launcher_.started[1].spec.env.at("CUDA_VISIBLE_DEVICES"), "5");
+}
+
 TEST_F(AgentTest, ReportsEveryIntervalAndOnStateChanges) {
   ASSERT_TRUE(agent_->Connect().ok());
   link_.stream->inbox.push_back(StartCmd(1));

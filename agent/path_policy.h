@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "trainer/job/job_spec.h"
+#include "jobspec/job_spec.h"
 
 namespace ringmaster::agent {
 

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/rotating_log.h"
+#include "common/exit_codes.h"
 #include "common/file_util.h"
 
 namespace ringmaster::agent {
@@ -87,7 +88,7 @@ absl::StatusOr<int> ProcessLauncher::Start(const LaunchSpec& spec) {
     // A child outlives no agent: when the launching process dies (even by SIGKILL), the child
     // gets SIGTERM, which a trainer answers by checkpointing with its peers and exiting.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(127);  // it died before prctl took effect
+    if (::getppid() != parent) ::_exit(kExitExecFailed);  // it died before prctl took effect
     ::setpgid(0, 0);
     ::dup2(out[1], 1);
     ::dup2(out[1], 2);
@@ -100,12 +101,12 @@ absl::StatusOr<int> ProcessLauncher::Start(const LaunchSpec& spec) {
     if (!spec.working_dir.empty() && ::chdir(spec.working_dir.c_str()) != 0) {
       const int e = errno;
       (void)!::write(err_pipe[1], &e, sizeof e);
-      ::_exit(127);
+      ::_exit(kExitExecFailed);
     }
     ::execve(argv[0], argv.data(), envp.data());
     const int e = errno;
     (void)!::write(err_pipe[1], &e, sizeof e);
-    ::_exit(127);
+    ::_exit(kExitExecFailed);
   }
   ::close(out[1]);
   ::close(err_pipe[1]);

@@ -1,7 +1,7 @@
 #include "agent/progress_reader.h"
 
 #include "absl/status/statusor.h"
-#include "trainer/metrics/rank_status.h"
+#include "common/rank_status.h"
 
 namespace ringmaster::agent {
 

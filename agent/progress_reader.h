@@ -1,5 +1,5 @@
 // A rank's training progress as its trainer records it in its rank status block
-// (RINGMASTER_STATUS_FILE, trainer/metrics/rank_status.h): the global step, the steps planned
+// (RINGMASTER_STATUS_FILE, common/rank_status.h): the global step, the steps planned
 // and the last step's loss. The block is the agent's one progress channel: it is not parsed
 // from logs or metrics files, and the agent removes it before each launch, so what it holds is
 // always this process's.

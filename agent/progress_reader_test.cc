@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "common/file_util.h"
+#include "common/rank_status.h"
 #include "gtest/gtest.h"
-#include "trainer/metrics/rank_status.h"
 
 namespace ringmaster::agent {
 namespace {

@@ -11,18 +11,17 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "agent/path_policy.h"
+#include "common/exit_codes.h"
 #include "common/file_util.h"
+#include "common/rank_status.h"
 #include "google/protobuf/util/time_util.h"
-#include "trainer/job/job_spec.h"
-#include "trainer/metrics/rank_status.h"
+#include "jobspec/job_spec.h"
 #include "trainer/train/sharded_checkpoint.h"
 
 namespace ringmaster::agent {
 namespace {
-
-constexpr int kExitBadJob = 3;    // ringmaster-trainer: the job itself is wrong
-constexpr int kExitDiverged = 4;  // ringmaster-trainer: the loss or gradients became NaN/inf
 
 google::protobuf::Timestamp UnixSecondsToTimestamp(double seconds) {
   return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
@@ -69,11 +68,13 @@ absl::Status ValidateJobId(const std::string& id) {
 }  // namespace
 
 bool ReservedEnvName(std::string_view name) {
-  // RINGMASTER_STATUS_FILE is set by the agent (Launch); the others come from the node or
-  // name code or files the loader, libc, a shell, Python, OpenMP, CUDA or NCCL would load.
+  // RINGMASTER_STATUS_FILE and CUDA_VISIBLE_DEVICES are set by the agent (Launch); the others
+  // come from the node or name code or files the loader, libc, a shell, Python, OpenMP, CUDA or
+  // NCCL would load.
   // clang-format off
   static constexpr std::string_view kNames[] = {
-      "RINGMASTER_STATUS_FILE", "PATH", "HOME", "TMPDIR", "SHELL", "IFS", "ENV", "BASH_ENV",
+      "RINGMASTER_STATUS_FILE", "CUDA_VISIBLE_DEVICES",
+      "PATH", "HOME", "TMPDIR", "SHELL", "IFS", "ENV", "BASH_ENV",
       "GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH", "HOSTALIASES", "RESOLV_HOST_CONF",
       "LOCALDOMAIN", "MALLOC_CHECK_", "MALLOC_TRACE", "TZDIR",
       "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP",
@@ -91,6 +92,15 @@ bool ReservedEnvName(std::string_view name) {
     if (name.substr(0, p.size()) == p) return true;
   }
   return false;
+}
+
+std::string VisibleDevicesFor(int gpu_index, const std::optional<std::string>& agent_visible) {
+  if (gpu_index < 0) return "";
+  if (agent_visible.has_value() && !agent_visible->empty()) {
+    const std::vector<std::string> ids = absl::StrSplit(*agent_visible, ',');
+    if (static_cast<size_t>(gpu_index) < ids.size()) return ids[static_cast<size_t>(gpu_index)];
+  }
+  return std::to_string(gpu_index);
 }
 
 absl::Status ValidateEnv(const google::protobuf::Map<std::string, std::string>& env) {
@@ -223,6 +233,8 @@ void RankSupervisor::Launch(Generation& gen, Rank& rank) {
   }
   for (const auto& [k, v] : gen.cmd.common_env()) spec.env[k] = v;
   for (const auto& [k, v] : rank.launch.env()) spec.env[k] = v;
+  spec.env["CUDA_VISIBLE_DEVICES"] =
+      VisibleDevicesFor(rank.launch.gpu_index(), agent_env_("CUDA_VISIBLE_DEVICES"));
   rank.log_path =
       (std::filesystem::path(gen.dir) / absl::StrCat("rank-", rank.launch.global_rank(), ".log"))
           .string();

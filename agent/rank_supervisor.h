@@ -66,6 +66,12 @@ struct SupervisorOptions {
 // Environment of the agent process, injected for tests.
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 
+// CUDA_VISIBLE_DEVICES for a rank the plan gave GPU `gpu_index` (RankLaunch.gpu_index: the
+// index in this node's inventory, which counts the GPUs the agent itself sees): that index, or
+// under the agent's own CUDA_VISIBLE_DEVICES the entry at that position. A CPU rank
+// (gpu_index < 0) gets the empty string, so that it sees no GPU at all.
+std::string VisibleDevicesFor(int gpu_index, const std::optional<std::string>& agent_visible);
+
 // Checks a command's environment: names [A-Z0-9_]+ (at most 128 bytes), values without NUL
 // (at most 128 KiB each), at most 256 variables, none reserved. InvalidArgument naming the
 // variable.
@@ -130,7 +136,7 @@ class RankSupervisor {
     bool killed = false;  // SIGKILL sent
     absl::Time ended_at;
     std::string log_path;
-    std::string status_path;  // the trainer's rank status block (trainer/metrics/rank_status.h)
+    std::string status_path;  // the trainer's rank status block (common/rank_status.h)
     std::unique_ptr<ProgressReader> progress;  // of status_path, kept across restarts
     std::string start_error;
   };

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "agent/fake_launcher.h"
 #include "common/file_util.h"
+#include "common/rank_status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/metrics/rank_status.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -108,6 +108,33 @@ TEST_F(RankSupervisorTest, StartsOnlyTheConfiguredTrainerWithTheCommandsEnvironm
   EXPECT_EQ(rep[0].global_rank(), 2u);
   EXPECT_EQ(rep[0].pid(), launcher_.started[0].pid);
   EXPECT_EQ(rep[0].total_steps(), 10);
+}
+
+TEST_F(RankSupervisorTest, EachRankSeesOnlyItsAssignedGpu) {
+  v1::StartRanks cmd = Cmd(0, 3);
+  cmd.mutable_ranks(0)->set_gpu_index(3);
+  cmd.mutable_ranks(1)->set_gpu_index(1);
+  cmd.mutable_ranks(2)->set_gpu_index(-1);  // a CPU rank
+  cmd.set_world_size(5);                    // global ranks 2..4
+  (*cmd.mutable_common_env())["WORLD_SIZE"] = "5";
+  absl::StatusOr<bool> started = sup_->Start(7, cmd, t_);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_EQ(launcher_.started.size(), 3u);
+  EXPECT_EQ(launcher_.started[0].spec.env.at("CUDA_VISIBLE_DEVICES"), "3");
+  EXPECT_EQ(launcher_.started[1].spec.env.at("CUDA_VISIBLE_DEVICES"), "1");
+  EXPECT_EQ(launcher_.started[2].spec.env.at("CUDA_VISIBLE_DEVICES"), "");
+
+  // The inventory counts the GPUs the agent sees; under its own CUDA_VISIBLE_DEVICES index i is
+  // the i-th entry there.
+  EXPECT_EQ(VisibleDevicesFor(1, std::string("4,6,7")), "6");
+  EXPECT_EQ(VisibleDevicesFor(0, std::string("GPU-1b2c")), "GPU-1b2c");
+  EXPECT_EQ(VisibleDevicesFor(2, std::nullopt), "2");
+  EXPECT_EQ(VisibleDevicesFor(-1, std::string("0,1")), "");
+
+  // The coordinator cannot choose it for a rank: the agent does.
+  v1::StartRanks sneaky = Cmd(1, 1);
+  (*sneaky.mutable_ranks(0)->mutable_env())["CUDA_VISIBLE_DEVICES"] = "0,1,2,3";
+  EXPECT_EQ(sup_->Start(8, sneaky, t_).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(RankSupervisorTest, RefusesBadCommandsWithoutStartingAnything) {

@@ -18,10 +18,10 @@
 #include "cli/job_format.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "jobspec/default_job.h"
+#include "jobspec/job_spec.h"
 #include "security/tls_credentials.h"
 #include "trainer/data/sentiment_gen.h"
-#include "trainer/job/default_job.h"
-#include "trainer/job/job_spec.h"
 #include "yaml-cpp/yaml.h"
 
 extern char** environ;

@@ -43,7 +43,7 @@ absl::StatusOr<std::string> OverrideDistributed(std::string_view yaml, int nodes
 // A TCP port on 127.0.0.1 that was free a moment ago.
 absl::StatusOr<int> FreeLoopbackPort();
 
-// The embedded demo job (trainer/job/default_job.h) as a job file under `root`: writes
+// The embedded demo job (jobspec/default_job.h) as a job file under `root`: writes
 // root/runs/demo/job.yaml with its paths made absolute, and generates the demo dataset in
 // root/runs/demo/data unless it is there. Returns the job file's path.
 absl::StatusOr<std::string> PrepareDemoJob(const std::string& root);

@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/job/job_spec.h"
+#include "jobspec/job_spec.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ringmaster::cli {

@@ -13,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/metrics_server.h"
 #include "coordinator/cluster.h"
-#include "trainer/metrics/metrics_server.h"
 
 #ifdef RINGMASTER_HAVE_PROMETHEUS
 #include <prometheus/collectable.h>
@@ -42,7 +42,7 @@ class CoordinatorCollectable final : public prometheus::Collectable {
 };
 #endif
 
-using trainer::MetricsServer;  // the HTTP server behind /metrics (trainer/metrics/metrics_server.h)
+using trainer::MetricsServer;  // the HTTP server behind /metrics (common/metrics_server.h)
 
 // Serves /metrics on `listen` ("HOST:PORT"; port 0 picks a free one, and the log names it).
 // Unimplemented when this build has no prometheus-cpp; Unavailable when the address cannot be

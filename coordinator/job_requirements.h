@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/planner.h"
 #include "coordinator/rendezvous.h"
-#include "trainer/job/job_spec.h"
+#include "jobspec/job_spec.h"
 
 namespace ringmaster::coordinator {
 

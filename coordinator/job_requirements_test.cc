@@ -47,9 +47,9 @@ TEST(JobRequirementsTest, DerivesRendezvousRestartsAndPlan) {
   EXPECT_EQ(r->rendezvous.join_timeout, absl::Seconds(60));
   EXPECT_EQ(r->max_restarts, 5);
   EXPECT_EQ(r->plan.procs_per_node, "auto");
-  EXPECT_EQ(r->plan.sharding, "full_shard");
-  EXPECT_EQ(r->plan.compression, "auto");
-  EXPECT_EQ(r->plan.precision, "auto");
+  EXPECT_EQ(jobspec::SettingName(r->plan.sharding), "full_shard");
+  EXPECT_EQ(jobspec::SettingName(r->plan.compression), "auto");
+  EXPECT_EQ(jobspec::SettingName(r->plan.precision), "auto");
 }
 
 TEST(JobRequirementsTest, SingleNodeCount) {

@@ -14,18 +14,15 @@
 #include "coordinator/rank_weights.h"
 
 namespace ringmaster::coordinator {
+
+using jobspec::Backend;
+using jobspec::Compression;
+using jobspec::Device;
+using jobspec::Precision;
+using jobspec::SettingName;
+using jobspec::Sharding;
+
 namespace {
-
-bool OneOf(const std::string& v, std::initializer_list<std::string_view> allowed) {
-  return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
-}
-
-absl::Status CheckSetting(std::string_view key, const std::string& v,
-                          std::initializer_list<std::string_view> allowed) {
-  if (OneOf(v, allowed)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("plan: ", ToAbsl(key), ": '", v, "' is not one of the accepted values"));
-}
 
 // 0 for "auto", else the positive count; InvalidArgument otherwise.
 absl::StatusOr<int> ParseProcsPerNode(const std::string& v) {
@@ -53,29 +50,15 @@ absl::Status ValidateRequest(const PlanRequest& r) {
     return absl::InvalidArgumentError(
         absl::StrCat("plan: master port ", r.master_port, " is not in 1..65535"));
   }
-  if (absl::Status st = CheckSetting("train.device", r.device, {"auto", "cpu", "cuda"}); !st.ok())
-    return st;
-  if (absl::Status st =
-          CheckSetting("train.precision", r.precision, {"auto", "fp32", "fp16", "bf16"});
-      !st.ok())
-    return st;
-  if (absl::Status st = CheckSetting("distributed.compression", r.compression,
-                                     {"auto", "none", "fp16", "bf16", "int8", "powersgd"});
-      !st.ok())
-    return st;
-  if (absl::Status st = CheckSetting("distributed.backend", r.backend, {"auto", "nccl", "gloo"});
-      !st.ok())
-    return st;
-  return CheckSetting("distributed.sharding", r.sharding,
-                      {"no_shard", "shard_grad_op", "full_shard", "hybrid_shard"});
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-std::string AutoPrecisionFor(const GpuInfo& gpu) {
-  if (gpu.ComputeCapability() >= 80) return "bf16";
-  if (gpu.ComputeCapability() >= 70) return "fp16";
-  return "fp32";
+Precision AutoPrecisionFor(const GpuInfo& gpu) {
+  if (gpu.ComputeCapability() >= 80) return Precision::kBf16;
+  if (gpu.ComputeCapability() >= 70) return Precision::kFp16;
+  return Precision::kFp32;
 }
 
 absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<PlanNode>& nodes) {
@@ -109,7 +92,7 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
 
   JobPlan plan;
   plan.nodes.reserve(nodes.size());
-  const bool cpu_only = request.device == "cpu";
+  const bool cpu_only = request.device == Device::kCpu;
   bool any_cpu = false, any_int8 = false, any_auto = false;
   int first_lws = -1;
   bool uniform_lws = true;
@@ -129,7 +112,7 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
     np.group_rank = static_cast<int>(gi);
     np.first_rank = next_rank;
     np.gpu = !cpu_only && !inv.gpus.empty();
-    if (request.device == "cuda" && inv.gpus.empty()) {
+    if (request.device == Device::kCuda && inv.gpus.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("plan: train.device is cuda but node ",
                                                         node.node_id, " (", inv.hostname,
                                                         ") has no GPU"));
@@ -153,16 +136,17 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
   }
   plan.world_size = next_rank;
 
-  if (request.sharding == "hybrid_shard" && !uniform_lws) {
+  if (request.sharding == Sharding::kHybridShard && !uniform_lws) {
     return absl::FailedPreconditionError(
         "plan: hybrid_shard needs the same number of ranks on every node, but the joined nodes "
         "run different numbers (set procs_per_node, or use full_shard)");
   }
-  if (request.backend == "nccl" && any_cpu) {
+  if (request.backend == Backend::kNccl && any_cpu) {
     return absl::FailedPreconditionError(
         "plan: backend nccl, but some joined nodes run CPU ranks (use gloo or auto)");
   }
-  plan.backend = request.backend != "auto" ? request.backend : (any_cpu ? "gloo" : "nccl");
+  plan.backend = request.backend != Backend::kAuto ? request.backend
+                                                   : (any_cpu ? Backend::kGloo : Backend::kNccl);
 
   // Pass 2: ranks.
   plan.ranks.resize(static_cast<size_t>(plan.world_size));
@@ -181,40 +165,45 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
       if (np.gpu) {
         const GpuInfo& gpu = inv.gpus[static_cast<size_t>(lr)];
         rp.gpu_index = gpu.index;
-        if (request.precision == "auto") {
+        if (request.precision == Precision::kAuto) {
           rp.precision = AutoPrecisionFor(gpu);
-        } else if (request.precision == "bf16" && gpu.ComputeCapability() < 80) {
+        } else if (request.precision == Precision::kBf16 && gpu.ComputeCapability() < 80) {
           return absl::FailedPreconditionError(
               absl::StrCat("plan: train.precision bf16 needs sm_80 or newer, but ",
                            GpuName(node, gpu), " is older (use precision: auto, fp16 or fp32)"));
         } else {
           rp.precision = request.precision;
         }
-        if (request.compression == "auto") {
-          rp.compression = gpu.ComputeCapability() < 70 ? "int8" : "none";
+        if (request.compression == Compression::kAuto) {
+          rp.compression = gpu.ComputeCapability() < 70 ? Compression::kInt8 : Compression::kNone;
         } else {
           rp.compression = request.compression;
         }
       } else {
-        rp.precision = "fp32";
+        rp.precision = Precision::kFp32;
         rp.compression = request.compression;
       }
-      any_int8 = any_int8 || rp.compression == "int8";
-      any_auto = any_auto || rp.compression == "auto";
+      any_int8 = any_int8 || rp.compression == Compression::kInt8;
+      any_auto = any_auto || rp.compression == Compression::kAuto;
       if (all_measured) {
         per_rank_speed[static_cast<size_t>(r)] =
             np.gpu ? inv.trainer_samples_per_second : inv.trainer_samples_per_second / np.num_ranks;
       }
-      rp.env = {{"RANK", std::to_string(r)},      {"LOCAL_RANK", std::to_string(lr)},
-                {"LOCAL_WORLD_SIZE", lws},        {"GROUP_RANK", group},
-                {"ROLE_RANK", std::to_string(r)}, {"RINGMASTER_PRECISION", rp.precision}};
+      rp.env = {{"RANK", std::to_string(r)},
+                {"LOCAL_RANK", std::to_string(lr)},
+                {"LOCAL_WORLD_SIZE", lws},
+                {"GROUP_RANK", group},
+                {"ROLE_RANK", std::to_string(r)},
+                {"RINGMASTER_PRECISION", std::string(SettingName(rp.precision))}};
     }
   }
 
-  if (request.compression != "auto") {
+  if (request.compression != Compression::kAuto) {
     plan.wire_compression = request.compression;
   } else {
-    plan.wire_compression = any_int8 ? "int8" : any_auto ? "auto" : "none";
+    plan.wire_compression = any_int8   ? Compression::kInt8
+                            : any_auto ? Compression::kAuto
+                                       : Compression::kNone;
   }
 
   std::vector<double> weights(static_cast<size_t>(plan.world_size), 1.0);
@@ -251,7 +240,7 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
       {"RINGMASTER_JOB_ID", request.job_id},
       {"RINGMASTER_GENERATION", gen},
       {"RINGMASTER_COORDINATOR", request.coordinator_address},
-      {"RINGMASTER_COMPRESSION", plan.wire_compression},
+      {"RINGMASTER_COMPRESSION", std::string(SettingName(plan.wire_compression))},
   };
   if (!weights_env.empty()) plan.common_env["RINGMASTER_RANK_WEIGHTS"] = std::move(weights_env);
   return plan;

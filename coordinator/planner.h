@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/node_inventory.h"
+#include "jobspec/job_settings.h"
 
 namespace ringmaster::coordinator {
 
@@ -41,11 +42,11 @@ struct PlanRequest {
   std::string coordinator_address;      // RINGMASTER_COORDINATOR, host:port of the KvService
   int master_port = 29500;              // MASTER_PORT; rank 0 hosts the rendezvous store there
   std::string procs_per_node = "auto";  // "auto" (one per GPU, 1 on a CPU node) or N
-  std::string device = "auto";          // train.device: auto | cpu | cuda
-  std::string precision = "auto";       // train.precision: auto | fp32 | fp16 | bf16
-  std::string compression = "auto";     // auto | none | fp16 | bf16 | int8 | powersgd
-  std::string sharding = "no_shard";    // hybrid_shard needs equal ranks per node
-  std::string backend = "auto";         // auto | nccl | gloo
+  jobspec::Device device = jobspec::Device::kAuto;                 // train.device
+  jobspec::Precision precision = jobspec::Precision::kAuto;        // train.precision
+  jobspec::Compression compression = jobspec::Compression::kAuto;  // distributed.compression
+  jobspec::Sharding sharding = jobspec::Sharding::kNoShard;  // hybrid_shard: equal ranks per node
+  jobspec::Backend backend = jobspec::Backend::kAuto;        // distributed.backend
 };
 
 struct PlanNode {
@@ -56,11 +57,12 @@ struct PlanNode {
 struct RankPlan {
   int global_rank = 0;
   int local_rank = 0;
-  int group_rank = 0;       // index of the node in JobPlan::nodes
-  int gpu_index = -1;       // GpuInfo::index; -1 on a CPU rank
-  std::string precision;    // fp32 | fp16 | bf16
-  std::string compression;  // what this rank asks for (see the header comment)
-  double weight = 1.0;      // share of a global batch relative to an average rank
+  int group_rank = 0;                                        // index of the node in JobPlan::nodes
+  int gpu_index = -1;                                        // GpuInfo::index; -1 on a CPU rank
+  jobspec::Precision precision = jobspec::Precision::kFp32;  // never kAuto
+  // What this rank asks for (see the header comment).
+  jobspec::Compression compression = jobspec::Compression::kAuto;
+  double weight = 1.0;  // share of a global batch relative to an average rank
   // Variables that differ between ranks: RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
   // ROLE_RANK, RINGMASTER_PRECISION. EnvForRank adds JobPlan::common_env.
   std::map<std::string, std::string> env;
@@ -79,11 +81,13 @@ struct NodePlan {
 
 struct JobPlan {
   int world_size = 0;
-  std::string master_addr;       // rank 0's node address
-  std::string backend;           // nccl when every rank is a GPU rank, else gloo (for auto)
-  std::string wire_compression;  // the codec every rank uses on the wire
-  std::vector<NodePlan> nodes;   // by group rank
-  std::vector<RankPlan> ranks;   // by global rank
+  std::string master_addr;  // rank 0's node address
+  // nccl when every rank is a GPU rank, else gloo (for auto); never kAuto.
+  jobspec::Backend backend = jobspec::Backend::kGloo;
+  // The codec every rank uses on the wire (RINGMASTER_COMPRESSION).
+  jobspec::Compression wire_compression = jobspec::Compression::kAuto;
+  std::vector<NodePlan> nodes;  // by group rank
+  std::vector<RankPlan> ranks;  // by global rank
   // Variables every rank shares: WORLD_SIZE, GROUP_WORLD_SIZE, ROLE_NAME, ROLE_WORLD_SIZE,
   // MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT (= generation), TORCHELASTIC_RUN_ID,
   // RINGMASTER_JOB_ID, RINGMASTER_GENERATION, RINGMASTER_COORDINATOR, RINGMASTER_COMPRESSION,
@@ -94,16 +98,16 @@ struct JobPlan {
 };
 
 // Plans `nodes` (the rendezvous participants) for `request`. InvalidArgument for malformed
-// input (unknown settings, duplicate or empty node ids, a node without address or hostname);
-// FailedPrecondition, naming the node, when the nodes cannot run the job as written (fewer GPUs
-// than procs_per_node, device cuda on a CPU node, bf16 on a GPU below sm_80, nccl with CPU
-// ranks, hybrid_shard with unequal ranks per node).
+// input (a bad procs_per_node or port, duplicate or empty node ids, a node without address or
+// hostname); FailedPrecondition, naming the node, when the nodes cannot run the job as written
+// (fewer GPUs than procs_per_node, device cuda on a CPU node, bf16 on a GPU below sm_80, nccl with
+// CPU ranks, hybrid_shard with unequal ranks per node).
 absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<PlanNode>& nodes);
 
 // The full environment of one rank: common_env overlaid with the rank's own variables.
 std::map<std::string, std::string> EnvForRank(const JobPlan& plan, int global_rank);
 
-// "bf16" for compute capability >= 8.0, "fp16" for 7.x, "fp32" below.
-std::string AutoPrecisionFor(const GpuInfo& gpu);
+// bf16 for compute capability >= 8.0, fp16 for 7.x, fp32 below.
+jobspec::Precision AutoPrecisionFor(const GpuInfo& gpu);
 
 }  // namespace ringmaster::coordinator

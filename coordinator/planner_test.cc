@@ -129,7 +129,7 @@ TEST(PlannerTest, EnvironmentIsTheTorchrunSetPlusRingmasters) {
 // back the same rank, node and generation, including nodes with different rank counts.
 TEST(PlannerTest, TrainerParsesEveryPlannedRank) {
   PlanRequest req = Request();
-  req.device = "auto";
+  req.device = jobspec::Device::kAuto;
   JobPlan plan = MustPlan(
       req, {Node("g", "r", "h1", 4), Node("c", "r", "h2", 0), Node("t", "r", "h3", 2, 7, 5)});
   ASSERT_EQ(plan.world_size, 7);
@@ -161,26 +161,31 @@ TEST(PlannerTest, PrecisionAndCompressionFollowComputeCapability) {
   ASSERT_EQ(plan.world_size, 6);
   std::vector<std::string> precision, compression;
   for (const RankPlan& rp : plan.ranks) {
-    precision.push_back(rp.precision);
-    compression.push_back(rp.compression);
+    precision.emplace_back(jobspec::SettingName(rp.precision));
+    compression.emplace_back(jobspec::SettingName(rp.compression));
   }
   EXPECT_THAT(precision, ElementsAre("fp32", "fp16", "fp16", "bf16", "bf16", "fp32"));
   EXPECT_THAT(compression, ElementsAre("int8", "none", "none", "none", "none", "auto"));
-  EXPECT_EQ(plan.wire_compression, "int8");  // symmetric codecs: the P40 decides for all
+  EXPECT_EQ(jobspec::SettingName(plan.wire_compression),
+            "int8");  // symmetric codecs: the P40 decides for all
   EXPECT_EQ(plan.common_env["RINGMASTER_COMPRESSION"], "int8");
   EXPECT_EQ(plan.ranks[5].gpu_index, -1);
-  EXPECT_EQ(plan.backend, "gloo");  // a CPU rank is in the ring
+  EXPECT_EQ(jobspec::SettingName(plan.backend), "gloo");  // a CPU rank is in the ring
 }
 
 TEST(PlannerTest, WireCompressionWithoutOldGpus) {
-  EXPECT_EQ(MustPlan(Request(), {Node("a", "r", "h", 2, 8, 0)}).wire_compression, "none");
-  EXPECT_EQ(MustPlan(Request(), {Node("a", "r", "h", 2, 8, 0)}).backend, "nccl");
-  EXPECT_EQ(MustPlan(Request(), {Node("a", "r", "h", 0)}).wire_compression, "auto");
+  EXPECT_EQ(
+      jobspec::SettingName(MustPlan(Request(), {Node("a", "r", "h", 2, 8, 0)}).wire_compression),
+      "none");
+  EXPECT_EQ(jobspec::SettingName(MustPlan(Request(), {Node("a", "r", "h", 2, 8, 0)}).backend),
+            "nccl");
+  EXPECT_EQ(jobspec::SettingName(MustPlan(Request(), {Node("a", "r", "h", 0)}).wire_compression),
+            "auto");
   PlanRequest req = Request();
-  req.compression = "powersgd";
+  req.compression = jobspec::Compression::kPowerSgd;
   JobPlan plan = MustPlan(req, {Node("a", "r", "h", 1, 6, 1), Node("b", "r", "i", 0)});
-  EXPECT_EQ(plan.wire_compression, "powersgd");
-  for (const RankPlan& rp : plan.ranks) EXPECT_EQ(rp.compression, "powersgd");
+  EXPECT_EQ(jobspec::SettingName(plan.wire_compression), "powersgd");
+  for (const RankPlan& rp : plan.ranks) EXPECT_EQ(jobspec::SettingName(rp.compression), "powersgd");
 }
 
 TEST(PlannerTest, WeightsFollowMeasuredThroughput) {
@@ -239,15 +244,15 @@ TEST(PlannerTest, ProcsPerNode) {
 
 TEST(PlannerTest, DeviceSetting) {
   PlanRequest req = Request();
-  req.device = "cpu";
+  req.device = jobspec::Device::kCpu;
   JobPlan plan = MustPlan(req, {Node("g", "r", "h1", 4)});
   EXPECT_EQ(plan.world_size, 1);
   EXPECT_EQ(plan.ranks[0].gpu_index, -1);
-  EXPECT_EQ(plan.ranks[0].precision, "fp32");
+  EXPECT_EQ(jobspec::SettingName(plan.ranks[0].precision), "fp32");
   EXPECT_FALSE(plan.nodes[0].gpu);
-  EXPECT_EQ(plan.backend, "gloo");
+  EXPECT_EQ(jobspec::SettingName(plan.backend), "gloo");
 
-  req.device = "cuda";
+  req.device = jobspec::Device::kCuda;
   absl::StatusOr<JobPlan> bad = PlanRanks(req, {Node("g", "r", "h1", 1), Node("c", "r", "h2", 0)});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(bad.status().message(), HasSubstr("node c"));
@@ -255,22 +260,24 @@ TEST(PlannerTest, DeviceSetting) {
 
 TEST(PlannerTest, RefusesWhatTheNodesCannotRun) {
   PlanRequest req = Request();
-  req.precision = "bf16";
+  req.precision = jobspec::Precision::kBf16;
   absl::StatusOr<JobPlan> bad =
       PlanRanks(req, {Node("a100", "r", "h1", 1, 8, 0), Node("p40", "r", "h2", 1, 6, 1)});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(bad.status().message(), AllOf(HasSubstr("node p40"), HasSubstr("sm_61")));
-  req.precision = "fp16";
-  EXPECT_EQ(MustPlan(req, {Node("p40", "r", "h2", 1, 6, 1)}).ranks[0].precision, "fp16");
+  req.precision = jobspec::Precision::kFp16;
+  EXPECT_EQ(
+      jobspec::SettingName(MustPlan(req, {Node("p40", "r", "h2", 1, 6, 1)}).ranks[0].precision),
+      "fp16");
 
   req = Request();
-  req.sharding = "hybrid_shard";
+  req.sharding = jobspec::Sharding::kHybridShard;
   EXPECT_EQ(PlanRanks(req, {Node("a", "r", "h1", 2), Node("b", "r", "h2", 4)}).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(PlanRanks(req, {Node("a", "r", "h1", 4), Node("b", "r", "h2", 4)}).ok());
 
   req = Request();
-  req.backend = "nccl";
+  req.backend = jobspec::Backend::kNccl;
   EXPECT_THAT(PlanRanks(req, {Node("a", "r", "h1", 2), Node("b", "r", "h2", 0)}).status().message(),
               HasSubstr("CPU ranks"));
 }
@@ -287,12 +294,10 @@ TEST(PlannerTest, RefusesMalformedInput) {
   by_name.inventory.addresses.clear();
   EXPECT_EQ(MustPlan(Request(), {by_name}).master_addr, "host-y");
 
+  // Misspelt settings cannot reach the planner any more: PlanRequest holds jobspec's enums.
   for (auto edit : std::vector<void (*)(PlanRequest&)>{
-           [](PlanRequest& r) { r.compression = "zip"; }, [](PlanRequest& r) { r.device = "tpu"; },
-           [](PlanRequest& r) { r.precision = "fp8"; }, [](PlanRequest& r) { r.backend = "mpi"; },
-           [](PlanRequest& r) { r.sharding = "zero"; }, [](PlanRequest& r) { r.master_port = 0; },
-           [](PlanRequest& r) { r.master_port = 70000; }, [](PlanRequest& r) { r.job_id = ""; },
-           [](PlanRequest& r) { r.generation = -1; }}) {
+           [](PlanRequest& r) { r.master_port = 0; }, [](PlanRequest& r) { r.master_port = 70000; },
+           [](PlanRequest& r) { r.job_id = ""; }, [](PlanRequest& r) { r.generation = -1; }}) {
     PlanRequest req = Request();
     edit(req);
     EXPECT_EQ(PlanRanks(req, {Node("a", "r", "h", 1)}).status().code(),
@@ -344,7 +349,7 @@ TEST(PlannerTest, PlansFourThousandNodesOfEightGpus) {
   EXPECT_NEAR(sum, kNodes * kGpus, 1e-6);
   EXPECT_EQ(plan.common_env["WORLD_SIZE"], "32768");
   EXPECT_EQ(plan.common_env["GROUP_WORLD_SIZE"], "4096");
-  EXPECT_EQ(plan.wire_compression, "int8");
+  EXPECT_EQ(jobspec::SettingName(plan.wire_compression), "int8");
   // 32768 mixed weights fit in one environment variable as one run per node.
   EXPECT_TRUE(plan.warnings.empty());
   ASSERT_EQ(plan.common_env.count("RINGMASTER_RANK_WEIGHTS"), 1u);

@@ -1,4 +1,4 @@
-// Fuzzes the Hugging Face config.json parser (trainer/model/bert_config). Properties: any input
+// Fuzzes the Hugging Face config.json parser (jobspec/bert_config). Properties: any input
 // is refused with a Status or parsed; a parsed config that validates is written back by
 // BertConfigToJson to JSON that parses to the same config.
 #include <cstddef>
@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "fuzz/fuzz_check.h"
-#include "trainer/model/bert_config.h"
+#include "jobspec/bert_config.h"
 
 namespace rt = ringmaster::trainer;
 

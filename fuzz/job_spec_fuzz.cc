@@ -1,4 +1,4 @@
-// Fuzzes the job YAML parser (trainer/job/job_spec), the same one the coordinator runs on every
+// Fuzzes the job YAML parser (jobspec/job_spec), the same one the coordinator runs on every
 // submission. Properties: any input is refused with a Status or parsed into a spec that
 // ValidateJobSpec accepts, and JobSpecToYaml writes it as YAML that parses back to a spec
 // written out identically.
@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "fuzz/fuzz_check.h"
-#include "trainer/job/job_spec.h"
+#include "jobspec/job_spec.h"
 
 namespace rt = ringmaster::trainer;
 

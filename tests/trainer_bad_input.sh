@@ -53,6 +53,13 @@ expect_error "bf16 on the CPU" "bf16.yaml: train.precision: bf16 needs train.dev
 sed 's/lr: 1.0e-3}/lr: 1.0e-3, device: auto}/' "$work/job.yaml" >"$work/nccl.yaml"
 echo 'distributed: {backend: nccl}' >>"$work/nccl.yaml"
 expect_error "nccl on a CPU rank" "nccl.yaml: distributed.backend: nccl" -- "$T" train --config "$work/nccl.yaml"
+# The coordinator's plan for a rank (RINGMASTER_PRECISION) that this CPU trainer cannot run:
+# a bad job (exit 3) naming the variable and the device, before any rendezvous.
+for p in bf16 fp16; do
+  RINGMASTER_PRECISION=$p expect_error "plan's $p on a CPU rank" \
+    "RINGMASTER_PRECISION=$p .*needs a CUDA device.*train.device: cpu" -- \
+    "$T" train --config "$work/job.yaml"
+done
 
 # TSV rows.
 printf 'sentence\tlabel\ngood\t1\nbad\n' >"$work/data/missing.tsv"

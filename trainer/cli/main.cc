@@ -15,19 +15,21 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/log.h"
+#include "common/metrics_server.h"
+#include "common/rank_status.h"
 #include "common/status_macros.h"
+#include "jobspec/default_job.h"
+#include "jobspec/job_spec.h"
 #include "trainer/data/sentiment_gen.h"
 #if RINGMASTER_HAVE_NCCL
 #include "trainer/comm/nccl_communicator.h"
 #endif
 #include "trainer/data/tsv.h"
 #include "trainer/dist/dist_context.h"
-#include "trainer/job/default_job.h"
-#include "trainer/job/job_spec.h"
-#include "trainer/metrics/metrics_server.h"
-#include "trainer/metrics/rank_status.h"
+#include "trainer/dist/rank_plan.h"
 #include "trainer/train/throughput_probe.h"
 #include "trainer/train/trainer.h"
 
@@ -52,7 +54,7 @@ std::atomic<bool> g_stop{false};
 // Inside the loop they ask every rank to checkpoint and stop together.
 std::atomic<bool> g_in_loop{false};
 void OnSignal(int) {
-  if (!g_in_loop.load()) ::_exit(143);
+  if (!g_in_loop.load()) ::_exit(ringmaster::kExitTerminated);
   g_stop.store(true);
 }
 
@@ -103,9 +105,7 @@ absl::StatusOr<int> IntFlag(const Args& a, const std::string& name, int def, int
   return v;
 }
 
-// Exit status of `train` when the job itself is wrong (spec, paths, data, model files): a
-// supervisor must fail the job instead of restarting it.
-constexpr int kExitBadJob = 3;
+// Set when `train` fails because the job itself is wrong: it then exits kExitBadJob.
 bool g_bad_job = false;
 
 // Marks errors that restarting cannot fix.
@@ -133,14 +133,15 @@ absl::Status Train(const Args& a) {
   }
   auto dev = a.values.find("--device");
   if (dev != a.values.end()) {
-    if (dev->second != "cpu" && dev->second != "cuda" && dev->second != "auto") {
-      return absl::InvalidArgumentError("--device: expected cpu, cuda or auto");
-    }
-    job.train.device = dev->second;
+    std::optional<rt::Device> d = ringmaster::jobspec::ParseSetting<rt::Device>(dev->second);
+    if (!d) return absl::InvalidArgumentError("--device: expected cpu, cuda or auto");
+    job.train.device = *d;
   }
-  if (job.train.device == "auto") job.train.device = "cpu";
+  if (job.train.device == rt::Device::kAuto) job.train.device = rt::Device::kCpu;
   // One rank of many when started with the torchrun environment (WORLD_SIZE, RANK, ...).
   RM_ASSIGN_OR_RETURN(rt::DistEnv env, rt::DistEnvFromProcess());
+  // The coordinator's plan for this rank; one this machine cannot run is the job's fault.
+  RM_RETURN_IF_ERROR(BadJob(rt::ApplyRankPlan(env, &job)));
   if (env.distributed) {
     ringmaster::SetLogProgramName(absl::StrCat("ringmaster-trainer[rank ", env.rank, "]"));
   }
@@ -159,9 +160,7 @@ absl::Status Train(const Args& a) {
     status = rt::RankStatus::CreateAnonymous();
   }
   rt::CommChoice comm;
-  absl::StatusOr<rt::CommBackend> backend = rt::CommBackendFromJob(job.distributed.backend);
-  RM_RETURN_IF_ERROR(BadJob(backend.status()));  // the job's validation already refuses these
-  comm.backend = *backend;
+  comm.backend = job.distributed.backend;
   // Every rank of this trainer computes on the CPU (train.device cuda is refused until the CUDA
   // engine exists; it will pass its device here), so auto means Gloo.
   comm.cuda_device = -1;
@@ -175,9 +174,9 @@ absl::Status Train(const Args& a) {
       !s.ok()) {
     return BadJob(absl::Status(s.code(), absl::StrCat(job.source, ": ", s.message())));
   }
-  RM_ASSIGN_OR_RETURN(
-      auto dist, rt::DistContext::Create(env, job.distributed.sharding == "hybrid_shard", timeout,
-                                         status.get(), comm));
+  RM_ASSIGN_OR_RETURN(auto dist, rt::DistContext::Create(
+                                     env, job.distributed.sharding == rt::Sharding::kHybridShard,
+                                     timeout, status.get(), comm));
   absl::StatusOr<std::unique_ptr<rt::Trainer>> trainer = rt::Trainer::Create(job, dist.get());
   if (!trainer.ok()) {
     // Missing or malformed files and impossible settings are the job's fault; a lost peer
@@ -343,9 +342,9 @@ int main(int argc, char** argv) {
   if (!s.ok()) {
     std::fprintf(stderr, "ringmaster-trainer %s: error: %s\n", cmd.c_str(),
                  std::string(s.message()).c_str());
-    if (s.code() == absl::StatusCode::kAborted) return 143;
-    if (rt::IsDiverged(s)) return rt::kExitDiverged;
-    return g_bad_job ? kExitBadJob : 1;
+    if (s.code() == absl::StatusCode::kAborted) return ringmaster::kExitTerminated;
+    if (rt::IsDiverged(s)) return ringmaster::kExitDiverged;
+    return g_bad_job ? ringmaster::kExitBadJob : 1;
   }
   return 0;
 }

@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trainer/cuda/gemm.h"
-#include "trainer/model/bert_config.h"
+#include "jobspec/bert_config.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "trainer/cuda/bert_cuda_model.h"
 #include "trainer/cuda/gemm.h"
-#include "trainer/model/bert_config.h"
+#include "jobspec/bert_config.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/optim/adamw.h"
 

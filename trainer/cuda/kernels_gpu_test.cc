@@ -12,10 +12,10 @@
 #include <random>
 #include <vector>
 
+#include "jobspec/bert_config.h"
 #include "trainer/cuda/counter_rng.cuh"
 #include "trainer/cuda/device_array.h"
 #include "trainer/cuda/kernels.h"
-#include "trainer/model/bert_config.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/model/cpu_ops.h"
 #include "trainer/optim/adamw.h"

@@ -9,28 +9,27 @@
 
 namespace ringmaster::trainer {
 
-absl::StatusOr<Sharding> ParseSharding(std::string_view name) {
-  if (name == "no_shard") return Sharding::kNoShard;
-  if (name == "shard_grad_op") return Sharding::kShardGradOp;
-  if (name == "full_shard") return Sharding::kFullShard;
-  if (name == "hybrid_shard") return Sharding::kHybridShard;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown sharding '", std::string(name),
-                   "' (expected no_shard, shard_grad_op, full_shard or hybrid_shard)"));
-}
-
-std::string_view ShardingName(Sharding s) {
-  switch (s) {
-    case Sharding::kNoShard:
-      return "no_shard";
-    case Sharding::kShardGradOp:
-      return "shard_grad_op";
-    case Sharding::kFullShard:
-      return "full_shard";
-    case Sharding::kHybridShard:
-      return "hybrid_shard";
+void SetCompression(Compression compression, int powersgd_rank, DataParallelOptions* options) {
+  options->powersgd = false;
+  options->codec = WireCodec::kNone;
+  switch (compression) {
+    case Compression::kAuto:
+    case Compression::kNone:
+      break;
+    case Compression::kFp16:
+      options->codec = WireCodec::kFp16;
+      break;
+    case Compression::kBf16:
+      options->codec = WireCodec::kBf16;
+      break;
+    case Compression::kInt8:
+      options->codec = WireCodec::kInt8;
+      break;
+    case Compression::kPowerSgd:
+      options->powersgd = true;
+      options->powersgd_rank = powersgd_rank;
+      break;
   }
-  return "?";
 }
 
 namespace {

@@ -42,6 +42,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "jobspec/job_settings.h"
 #include "trainer/comm/comm_queue.h"
 #include "trainer/comm/communicator.h"
 #include "trainer/dist/compression.h"
@@ -52,9 +53,10 @@
 
 namespace ringmaster::trainer {
 
-enum class Sharding { kNoShard, kShardGradOp, kFullShard, kHybridShard };
-absl::StatusOr<Sharding> ParseSharding(std::string_view name);
-std::string_view ShardingName(Sharding s);
+// The job's distributed.sharding (jobspec/job_settings.h, which owns the names).
+using jobspec::Compression;
+using jobspec::Sharding;
+inline std::string_view ShardingName(Sharding s) { return jobspec::SettingName(s); }
 
 struct DataParallelOptions {
   Sharding sharding = Sharding::kNoShard;
@@ -71,6 +73,11 @@ struct DataParallelOptions {
   AdamWOptions adam;
   uint64_t seed = 0;  // PowerSGD's initial Q
 };
+
+// The job's distributed.compression as options: a wire codec, or PowerSGD with factors of rank
+// `powersgd_rank`; auto leaves the codec none, for the trainer to decide once the ranks can
+// measure their links. The one place the job-level setting maps to a WireCodec.
+void SetCompression(Compression compression, int powersgd_rank, DataParallelOptions* options);
 
 // The communicators the engine runs on. `world` spans every rank. For hybrid_shard, `intra` is
 // this node's ranks (the shard group) and `inter` the ranks with this rank's local index on

@@ -33,26 +33,6 @@ absl::StatusOr<absl::Duration> CollectiveTimeoutFromEnv() {
   return absl::Seconds(s);
 }
 
-absl::StatusOr<CommBackend> CommBackendFromJob(std::string_view backend) {
-  if (backend == "auto") return CommBackend::kAuto;
-  if (backend == "nccl") return CommBackend::kNccl;
-  if (backend == "gloo") return CommBackend::kGloo;
-  return absl::InvalidArgumentError(absl::StrCat("distributed.backend: '", std::string(backend),
-                                                 "' is not one of: auto, nccl, gloo"));
-}
-
-const char* CommBackendName(CommBackend b) {
-  switch (b) {
-    case CommBackend::kAuto:
-      return "auto";
-    case CommBackend::kNccl:
-      return "nccl";
-    case CommBackend::kGloo:
-      return "gloo";
-  }
-  return "unknown";
-}
-
 absl::StatusOr<CommBackend> ResolveCommBackend(CommBackend requested, bool cuda_rank,
                                                bool nccl_built) {
   switch (requested) {

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "jobspec/job_settings.h"
 #include "trainer/comm/communicator.h"
 #include "trainer/comm/store.h"
 #include "trainer/comm/traced_communicator.h"
@@ -20,14 +21,8 @@
 
 namespace ringmaster::trainer {
 
-// The transport of a rank's collectives: the job's `distributed.backend`.
-enum class CommBackend { kAuto, kNccl, kGloo };
-
-// The one place the job's `distributed.backend` string becomes a CommBackend ("auto", "nccl",
-// "gloo"; anything else is InvalidArgument naming the setting). Once the job carries a typed
-// backend, this conversion is all that changes.
-absl::StatusOr<CommBackend> CommBackendFromJob(std::string_view backend);
-const char* CommBackendName(CommBackend b);
+// The transport of a rank's collectives: the job's typed `distributed.backend`.
+using CommBackend = jobspec::Backend;
 
 // NcclCommunicator::Create (trainer/comm/nccl_communicator.h), for programs that link it.
 using NcclCommunicatorFactory = absl::StatusOr<std::unique_ptr<Communicator>> (*)(

@@ -10,18 +10,6 @@
 namespace ringmaster::trainer {
 namespace {
 
-TEST(CommBackendTest, ParsesTheJobSettingAndNamesItInErrors) {
-  EXPECT_EQ(*CommBackendFromJob("auto"), CommBackend::kAuto);
-  EXPECT_EQ(*CommBackendFromJob("nccl"), CommBackend::kNccl);
-  EXPECT_EQ(*CommBackendFromJob("gloo"), CommBackend::kGloo);
-  for (CommBackend b : {CommBackend::kAuto, CommBackend::kNccl, CommBackend::kGloo}) {
-    EXPECT_EQ(*CommBackendFromJob(CommBackendName(b)), b);
-  }
-  absl::StatusOr<CommBackend> bad = CommBackendFromJob("mpi");
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), "distributed.backend")) << bad.status();
-}
-
 TEST(CommBackendTest, AutoIsNcclOnlyForACudaRankWithNcclBuilt) {
   EXPECT_EQ(*ResolveCommBackend(CommBackend::kAuto, /*cuda_rank=*/true, /*nccl_built=*/true),
             CommBackend::kNccl);

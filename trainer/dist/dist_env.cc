@@ -56,6 +56,18 @@ std::string StringVar(const GetEnv& getenv, const char* name) { return getenv(na
 
 absl::Status Invalid(const std::string& msg) { return absl::InvalidArgumentError(msg); }
 
+// A setting of the coordinator's plan (jobspec/job_settings.h names); unset or empty = nullopt.
+template <typename E>
+absl::StatusOr<std::optional<E>> SettingVar(const GetEnv& getenv, const char* name) {
+  const std::string v = StringVar(getenv, name);
+  if (v.empty()) return std::optional<E>();
+  absl::StatusOr<E> parsed = jobspec::ParseSettingOrError<E>(v);
+  if (!parsed.ok()) {
+    return Invalid(absl::StrCat(name, "=", v, ": ", parsed.status().message()));
+  }
+  return std::optional<E>(*parsed);
+}
+
 // "NAME=value", or "NAME=value (default)" for a value the environment did not give.
 std::string Shown(const char* name, int value, bool was_set) {
   return absl::StrCat(name, "=", value, was_set ? "" : " (default)");
@@ -120,6 +132,11 @@ absl::StatusOr<DistEnv> ParseDistEnv(const GetEnv& getenv) {
   DistEnv env;
   env.store_dir = StringVar(getenv, "RINGMASTER_STORE_DIR");
   env.master_addr = StringVar(getenv, "MASTER_ADDR");
+  // The plan's per-rank settings apply to a lone process too (and are checked there).
+  RM_ASSIGN_OR_RETURN(env.precision,
+                      SettingVar<jobspec::Precision>(getenv, "RINGMASTER_PRECISION"));
+  RM_ASSIGN_OR_RETURN(env.compression,
+                      SettingVar<jobspec::Compression>(getenv, "RINGMASTER_COMPRESSION"));
 
   std::optional<std::string> world = getenv("WORLD_SIZE");
   if (!world.has_value()) {

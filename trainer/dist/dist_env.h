@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "jobspec/job_settings.h"
 #include "trainer/comm/store.h"
 
 namespace ringmaster::trainer {
@@ -29,7 +30,11 @@ struct DistEnv {
   // weight (the control plane sets it from measured throughput for mixed GPU generations).
   // "w0,w1,..." or with runs "w*k,...". Empty: equal shares.
   std::vector<double> rank_weights;
-  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT.
+  // The coordinator's plan for this rank (coordinator/planner.h), overriding the job's
+  // train.precision and distributed.compression; nullopt (unset or empty) = the job's.
+  std::optional<jobspec::Precision> precision;      // RINGMASTER_PRECISION
+  std::optional<jobspec::Compression> compression;  // RINGMASTER_COMPRESSION
+  int restart_count = 0;                            // TORCHELASTIC_RESTART_COUNT.
   std::string run_id;     // TORCHELASTIC_RUN_ID (the job); with restart_count, the store session
   std::string store_dir;  // RINGMASTER_STORE_DIR: rendezvous through a shared directory.
   // Interface or host Gloo listens on: RINGMASTER_GLOO_IFACE, else GLOO_SOCKET_IFNAME, else

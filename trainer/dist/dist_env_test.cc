@@ -123,6 +123,32 @@ TEST(DistEnvTest, RankWeights) {
   }
 }
 
+TEST(DistEnvTest, ThePlansPrecisionAndCompressionAreTyped) {
+  Env vars = Torchrun();
+  absl::StatusOr<DistEnv> env = Parse(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_FALSE(env->precision.has_value());  // unset: the job's
+  EXPECT_FALSE(env->compression.has_value());
+  vars["RINGMASTER_PRECISION"] = "bf16";
+  vars["RINGMASTER_COMPRESSION"] = "int8";
+  env = Parse(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->precision, jobspec::Precision::kBf16);
+  EXPECT_EQ(env->compression, jobspec::Compression::kInt8);
+  vars["RINGMASTER_PRECISION"] = "";  // empty is unset, as for the other variables
+  vars["RINGMASTER_COMPRESSION"] = "powersgd";
+  env = Parse(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_FALSE(env->precision.has_value());
+  EXPECT_EQ(env->compression, jobspec::Compression::kPowerSgd);
+  // A lone process (no WORLD_SIZE) reads them too.
+  env = Parse({{"RINGMASTER_PRECISION", "fp32"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_FALSE(env->distributed);
+  EXPECT_EQ(env->precision, jobspec::Precision::kFp32);
+  EXPECT_FALSE(Parse({{"RINGMASTER_PRECISION", "half"}}).ok());
+}
+
 TEST(DistEnvTest, NodeDefaultsFromLocalWorldSize) {
   Env vars = Torchrun();
   vars.erase("GROUP_RANK");
@@ -227,6 +253,13 @@ TEST(DistEnvTest, InvalidEnvironmentsNameTheVariable) {
       {{{"MASTER_PORT", "0"}}, {}, "MASTER_PORT=0 is not in 1..65535"},
       {{{"MASTER_PORT", "65536"}}, {}, "MASTER_PORT=65536 is not in 1..65535"},
       {{{"MASTER_PORT", "http"}}, {}, "MASTER_PORT=http is not an integer"},
+      {{{"RINGMASTER_PRECISION", "fp8"}},
+       {},
+       "RINGMASTER_PRECISION=fp8: 'fp8' is not one of: auto, fp32, fp16, bf16"},
+      {{{"RINGMASTER_PRECISION", "BF16"}}, {}, "RINGMASTER_PRECISION=BF16: 'BF16' is not one of"},
+      {{{"RINGMASTER_COMPRESSION", "zstd"}},
+       {},
+       "RINGMASTER_COMPRESSION=zstd: 'zstd' is not one of: auto, none, fp16, bf16, int8, powersgd"},
   };
   for (const BadCase& c : cases) {
     Env vars = Torchrun();

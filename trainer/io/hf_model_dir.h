@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "trainer/model/bert_config.h"
+#include "jobspec/bert_config.h"
 #include "trainer/model/bert_params.h"
 
 namespace ringmaster::trainer {

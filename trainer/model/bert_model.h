@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "trainer/model/bert_config.h"
+#include "jobspec/bert_config.h"
 #include "trainer/model/bert_params.h"
 
 namespace ringmaster::trainer {

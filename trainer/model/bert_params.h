@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/random/random.h"
-#include "trainer/model/bert_config.h"
+#include "jobspec/bert_config.h"
 
 namespace ringmaster::trainer {
 

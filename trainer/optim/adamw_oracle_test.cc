@@ -43,7 +43,7 @@ TEST(AdamWOracle, MatchesTorch) {
     for (float& x : g) x = nd(rng) * 0.3f;
   }
   AdamW opt(layout, {0.9, 0.98, 1e-6, 0.05});
-  LrSchedule sched{"linear", 1e-2, 2, kSteps};
+  LrSchedule sched{jobspec::LrScheduleKind::kLinear, 1e-2, 2, kSteps};
   std::vector<float> norms;
   for (int s = 0; s < kSteps; ++s) {
     std::vector<float> g = grads[s];

@@ -10,7 +10,7 @@ double LrSchedule::LrAt(int64_t step) const {
     return base_lr * static_cast<double>(step) /
            static_cast<double>(std::max<int64_t>(1, warmup_steps));
   }
-  if (kind == "constant") return base_lr;
+  if (kind == jobspec::LrScheduleKind::kConstant) return base_lr;
   const double left = static_cast<double>(total_steps - step);
   const double span = static_cast<double>(std::max<int64_t>(1, total_steps - warmup_steps));
   return base_lr * std::max(0.0, left / span);

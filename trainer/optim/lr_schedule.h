@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <string>
 
+#include "jobspec/job_settings.h"
+
 namespace ringmaster::trainer {
 
 struct LrSchedule {
-  std::string kind = "linear";  // linear | constant
+  jobspec::LrScheduleKind kind = jobspec::LrScheduleKind::kLinear;
   double base_lr = 2e-5;
   int64_t warmup_steps = 0;
   int64_t total_steps = 1;

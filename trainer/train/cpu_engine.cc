@@ -63,29 +63,24 @@ absl::StatusOr<WireCodec> ChooseAutoCodec(Communicator& world) {
 absl::StatusOr<CpuEngineOptions> CpuEngineOptionsForJob(const JobSpec& job) {
   CpuEngineOptions o;
   RM_ASSIGN_OR_RETURN(o.slowdown, Slowdown::FromEnv());
-  if (job.train.device == "cuda") {
+  if (job.train.device == jobspec::Device::kCuda) {
     return absl::UnimplementedError(
         absl::StrCat(job.source, ": train.device: cuda is not available in this build"));
   }
   // The CPU trainer computes in fp32: a half-precision request is refused, not silently run in
   // fp32 (whose speed and memory the user did not plan for). `auto` means fp32 here.
-  if (job.train.precision == "fp16" || job.train.precision == "bf16") {
+  if (job.train.precision == jobspec::Precision::kFp16 ||
+      job.train.precision == jobspec::Precision::kBf16) {
     return absl::InvalidArgumentError(absl::StrCat(
-        job.source, ": train.precision: ", job.train.precision, " needs train.device: cuda; ",
+        job.source, ": train.precision: ", std::string(jobspec::SettingName(job.train.precision)),
+        " needs train.device: cuda; ",
         "the CPU trainer computes in fp32 (use precision auto or fp32)"));
   }
   DataParallelOptions& dpo = o.dp;
-  RM_ASSIGN_OR_RETURN(dpo.sharding, ParseSharding(job.distributed.sharding));
-  const std::string& comp = job.distributed.compression;
-  if (comp == "powersgd") {
-    dpo.powersgd = true;
-    dpo.powersgd_rank = job.distributed.powersgd_rank;
-  } else if (comp == "auto") {
-    dpo.codec = WireCodec::kNone;  // decided by ResolveAutoCompression
-    o.auto_compression = true;
-  } else {
-    RM_ASSIGN_OR_RETURN(dpo.codec, ParseWireCodec(comp));
-  }
+  dpo.sharding = job.distributed.sharding;
+  SetCompression(job.distributed.compression, job.distributed.powersgd_rank, &dpo);
+  // auto: the codec stays none until ResolveAutoCompression has measured the links.
+  o.auto_compression = job.distributed.compression == jobspec::Compression::kAuto;
   dpo.adam = AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,
                           job.train.weight_decay};
   dpo.seed = job.train.seed;

@@ -17,10 +17,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "jobspec/bert_config.h"
+#include "jobspec/job_spec.h"
 #include "trainer/dist/data_parallel.h"
 #include "trainer/dist/dist_context.h"
-#include "trainer/job/job_spec.h"
-#include "trainer/model/bert_config.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/train/slowdown.h"

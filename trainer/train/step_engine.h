@@ -24,8 +24,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/trainer_metrics.h"
 #include "trainer/data/batcher.h"
-#include "trainer/metrics/trainer_metrics.h"
 #include "trainer/train/sharded_checkpoint.h"
 
 namespace ringmaster::trainer {

@@ -251,8 +251,10 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         job_.name, data_.train->size(), data_.eval.size(),
         static_cast<long long>(engine_->num_params()), job_.train.epochs,
         static_cast<long long>(plan_.steps_per_epoch), job_.train.global_batch_size, world,
-        accumulation, job_.train.micro_batch_size, job_.distributed.sharding,
-        job_.distributed.compression, static_cast<long long>(total_steps)));
+        accumulation, job_.train.micro_batch_size,
+        std::string(jobspec::SettingName(job_.distributed.sharding)),
+        std::string(jobspec::SettingName(job_.distributed.compression)),
+        static_cast<long long>(total_steps)));
   }
   if (!world_.rank_weights.empty()) {
     const size_t gb = static_cast<size_t>(job_.train.global_batch_size);
@@ -424,19 +426,20 @@ absl::Status TrainLoop::Finish(double train_seconds, TrainResult* result) {
   // Per-rank figures for benchmarks and tests: output.dir/ranks/rank-<r>.json.
   const fs::path ranks_dir = fs::path(job_.output.dir) / "ranks";
   RM_RETURN_IF_ERROR(MakeDirs(ranks_dir.string()));
-  const nlohmann::json stats = {{"rank", world_.rank},
-                                {"world_size", world_.world_size},
-                                {"sharding", job_.distributed.sharding},
-                                {"compression", job_.distributed.compression},
-                                {"persistent_state_bytes", ef.persistent_bytes},
-                                {"peak_transient_bytes", ef.peak_transient_bytes},
-                                {"gather_bytes", ef.comm.gather_bytes},
-                                {"reduce_wire_bytes", ef.comm.reduce_wire_bytes},
-                                {"reduce_raw_bytes", ef.comm.reduce_raw_bytes},
-                                {"steps", step_},
-                                {"train_seconds", train_seconds},
-                                {"train_rows", data_.train->size()},
-                                {"encoded_train_rows", encoded_train_rows_.load()}};
+  const nlohmann::json stats = {
+      {"rank", world_.rank},
+      {"world_size", world_.world_size},
+      {"sharding", std::string(jobspec::SettingName(job_.distributed.sharding))},
+      {"compression", std::string(jobspec::SettingName(job_.distributed.compression))},
+      {"persistent_state_bytes", ef.persistent_bytes},
+      {"peak_transient_bytes", ef.peak_transient_bytes},
+      {"gather_bytes", ef.comm.gather_bytes},
+      {"reduce_wire_bytes", ef.comm.reduce_wire_bytes},
+      {"reduce_raw_bytes", ef.comm.reduce_raw_bytes},
+      {"steps", step_},
+      {"train_seconds", train_seconds},
+      {"train_rows", data_.train->size()},
+      {"encoded_train_rows", encoded_train_rows_.load()}};
   RM_RETURN_IF_ERROR(WriteFileAtomic(
       (ranks_dir / absl::StrCat("rank-", world_.rank, ".json")).string(), stats.dump(2) + "\n"));
   return engine_->Barrier();  // nobody exits before the export is written

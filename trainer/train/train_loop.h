@@ -21,10 +21,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/trainer_metrics.h"
+#include "jobspec/job_spec.h"
 #include "trainer/data/batcher.h"
 #include "trainer/data/tsv_row_index.h"
-#include "trainer/job/job_spec.h"
-#include "trainer/metrics/trainer_metrics.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/train/step_engine.h"
 

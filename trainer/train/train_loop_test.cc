@@ -59,7 +59,7 @@ class TrainLoopTest : public ::testing::Test {
     job.train.global_batch_size = 10;
     job.train.micro_batch_size = 4;
     job.train.lr = 0.1;
-    job.train.lr_schedule = "constant";
+    job.train.lr_schedule = jobspec::LrScheduleKind::kConstant;
     job.train.max_grad_norm = 0;
     job.train.seed = 7;
     job.train.eval_batch_size = 4;
@@ -214,7 +214,7 @@ TEST_F(TrainLoopTest, AStopRequestCheckpointsAndAResumeContinuesLikeAnUninterrup
     job.train.global_batch_size = 8;
     job.train.epochs = 2;
     job.data.shuffle = true;
-    job.train.lr_schedule = "linear";
+    job.train.lr_schedule = jobspec::LrScheduleKind::kLinear;
     job.train.warmup_steps = 2;
     return job;
   };

@@ -6,7 +6,7 @@
 #include <prometheus/text_serializer.h>
 
 #include "absl/strings/match.h"
-#include "trainer/metrics/figures_exposition.h"
+#include "common/figures_exposition.h"
 
 namespace ringmaster::trainer {
 namespace {

@@ -1,7 +1,7 @@
-#include "trainer/job/default_job.h"
+#include "jobspec/default_job.h"
 
 #include "gtest/gtest.h"
-#include "trainer/job/job_spec.h"
+#include "jobspec/job_spec.h"
 
 namespace ringmaster::trainer {
 namespace {
@@ -30,7 +30,7 @@ TEST(DefaultJobTest, ParsesAndResolvesAgainstRunRoot) {
   EXPECT_EQ(spec->train.global_batch_size, 32);
   EXPECT_EQ(spec->train.micro_batch_size, 32);
   EXPECT_DOUBLE_EQ(spec->train.lr, 5e-4);
-  EXPECT_EQ(spec->train.lr_schedule, "linear");
+  EXPECT_EQ(SettingName(spec->train.lr_schedule), "linear");
   EXPECT_DOUBLE_EQ(spec->train.warmup_ratio, 0.06);
   EXPECT_DOUBLE_EQ(spec->train.weight_decay, 0.01);
   EXPECT_EQ(spec->train.seed, 42u);

@@ -1,4 +1,4 @@
-#include "trainer/job/job_spec.h"
+#include "jobspec/job_spec.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -32,15 +33,6 @@ namespace {
 constexpr size_t kMaxJobFileBytes = size_t{1} << 20;
 // Enough to read every problem in a bad file, few enough not to bury the first one.
 constexpr size_t kMaxErrors = 20;
-
-const std::vector<absl::string_view> kLrSchedules = {"linear", "constant"};
-const std::vector<absl::string_view> kPrecisions = {"auto", "fp32", "fp16", "bf16"};
-const std::vector<absl::string_view> kDevices = {"cpu", "cuda", "auto"};
-const std::vector<absl::string_view> kShardings = {"full_shard", "shard_grad_op", "no_shard",
-                                                   "hybrid_shard"};
-const std::vector<absl::string_view> kCompressions = {"auto", "none", "fp16",
-                                                      "bf16", "int8", "powersgd"};
-const std::vector<absl::string_view> kBackends = {"auto", "nccl", "gloo"};
 
 // Where each key path's value was written, so that range checks after parsing can still point
 // at a line. Sections are recorded too ("train"), for "required" errors.
@@ -70,6 +62,9 @@ class Errors {
     lines_.push_back(std::move(line));
   }
   bool empty() const { return lines_.empty(); }
+  void Append(const Errors& other) {
+    lines_.insert(lines_.end(), other.lines_.begin(), other.lines_.end());
+  }
   const std::string& source() const { return source_; }
 
   // All problems in file order (the order they are found in is the parser's, not the reader's);
@@ -119,14 +114,6 @@ std::string Describe(const YAML::Node& n) {
       break;
   }
   return "nothing";
-}
-
-std::string AllowedList(const std::vector<absl::string_view>& allowed) {
-  return absl::StrJoin(allowed, ", ");
-}
-
-bool IsOneOf(absl::string_view v, const std::vector<absl::string_view>& allowed) {
-  return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
 }
 
 // --- scalar conversions; each returns nullopt after reporting the problem ---
@@ -407,7 +394,36 @@ std::optional<std::pair<double, double>> ToBetas(const Value& v) {
   return std::make_pair(*b[0], *b[1]);
 }
 
-void ParseTrain(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
+// Enum-like settings whose name is not in their table: reported with the range checks after
+// parsing (as they always were), so that they do not hide them; `paths` lets those checks skip
+// a setting that kept its default.
+struct UnknownSettings {
+  Errors errors;
+  std::set<std::string, std::less<>> paths;
+};
+
+// An enum-like setting (job_settings.h). A value that is not a string is a type error like any
+// other; a name outside the setting's table goes to `unknown`.
+template <typename E>
+void GetSetting(MapReader& m, absl::string_view key, E* out, Errors& errors,
+                UnknownSettings& unknown) {
+  const YAML::Mark* mark = nullptr;
+  const YAML::Node* node = m.Take(key, &mark);
+  if (node == nullptr) return;
+  const std::string path = JoinPath(m.path(), key);
+  std::optional<std::string> name = ToString(Value{*node, *mark, path, errors});
+  if (!name) return;
+  if (std::optional<E> v = jobspec::ParseSetting<E>(*name)) {
+    *out = *v;
+  } else {
+    unknown.errors.Add(mark, absl::StrCat(path, ": '", *name,
+                                          "' is not one of: ", jobspec::AllowedSettingNames<E>()));
+    unknown.paths.insert(path);
+  }
+}
+
+void ParseTrain(MapReader& root, JobSpec& spec, Errors& errors, UnknownSettings& unknown,
+                Marks& marks) {
   MapReader m = Section(root, "train", errors, marks);
   TrainSpec& t = spec.train;
   m.Get("epochs", &t.epochs, ToInt);
@@ -415,7 +431,7 @@ void ParseTrain(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
   m.Get("global_batch_size", &t.global_batch_size, ToInt);
   m.Get("micro_batch_size", &t.micro_batch_size, ToInt);
   m.Get("lr", &t.lr, ToDouble);
-  m.Get("lr_schedule", &t.lr_schedule, ToString);
+  GetSetting(m, "lr_schedule", &t.lr_schedule, errors, unknown);
   m.Get("warmup_ratio", &t.warmup_ratio, ToDouble);
   m.Get("warmup_steps", &t.warmup_steps, ToInt64);
   m.Get("weight_decay", &t.weight_decay, ToDouble);
@@ -425,8 +441,8 @@ void ParseTrain(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
   t.adam_beta2 = betas.second;
   m.Get("adam_eps", &t.adam_eps, ToDouble);
   m.Get("max_grad_norm", &t.max_grad_norm, ToDouble);
-  m.Get("precision", &t.precision, ToString);
-  m.Get("device", &t.device, ToString);
+  GetSetting(m, "precision", &t.precision, errors, unknown);
+  GetSetting(m, "device", &t.device, errors, unknown);
   m.Get("seed", &t.seed, ToUint64);
   m.Get("eval_batch_size", &t.eval_batch_size, ToInt);
   m.Get("log_every_steps", &t.log_every_steps, ToInt64);
@@ -456,7 +472,8 @@ std::optional<std::pair<int, int>> ToNodes(const Value& v) {
   return std::nullopt;
 }
 
-void ParseDistributed(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
+void ParseDistributed(MapReader& root, JobSpec& spec, Errors& errors, UnknownSettings& unknown,
+                      Marks& marks) {
   MapReader m = Section(root, "distributed", errors, marks);
   DistributedSpec& d = spec.distributed;
   std::pair<int, int> nodes{d.min_nodes, d.max_nodes};
@@ -464,12 +481,12 @@ void ParseDistributed(MapReader& root, JobSpec& spec, Errors& errors, Marks& mar
   d.min_nodes = nodes.first;
   d.max_nodes = nodes.second;
   m.Get("procs_per_node", &d.procs_per_node, ToString);
-  m.Get("sharding", &d.sharding, ToString);
-  m.Get("compression", &d.compression, ToString);
+  GetSetting(m, "sharding", &d.sharding, errors, unknown);
+  GetSetting(m, "compression", &d.compression, errors, unknown);
   m.Get("powersgd_rank", &d.powersgd_rank, ToInt);
   m.Get("powersgd_start_step", &d.powersgd_start_step, ToInt64);
   m.Get("skip_zero_blocks", &d.skip_zero_blocks, ToBool);
-  m.Get("backend", &d.backend, ToString);
+  GetSetting(m, "backend", &d.backend, errors, unknown);
   m.ReportUnknown();
 }
 
@@ -486,8 +503,10 @@ bool ValidName(absl::string_view name) {
   });
 }
 
-// The checks behind ValidateJobSpec; `marks` (may be null) adds line numbers.
-void Validate(const JobSpec& s, const Marks* marks, Errors& errors) {
+// The checks behind ValidateJobSpec; `marks` (may be null) adds line numbers; `unknown` (may be
+// null) names the settings already reported as misspelt.
+void Validate(const JobSpec& s, const Marks* marks,
+              const std::set<std::string, std::less<>>* unknown, Errors& errors) {
   auto mark_of = [&](absl::string_view path) -> const YAML::Mark* {
     if (marks == nullptr) return nullptr;
     // The key itself, else the closest section that was written.
@@ -502,12 +521,6 @@ void Validate(const JobSpec& s, const Marks* marks, Errors& errors) {
   };
   auto bad = [&](absl::string_view path, absl::string_view msg) {
     errors.Add(mark_of(path), absl::StrCat(path, ": ", msg));
-  };
-  auto check_enum = [&](absl::string_view path, const std::string& v,
-                        const std::vector<absl::string_view>& allowed) {
-    if (!IsOneOf(v, allowed)) {
-      bad(path, absl::StrCat("'", v, "' is not one of: ", AllowedList(allowed)));
-    }
   };
 
   if (!ValidName(s.name)) {
@@ -592,7 +605,6 @@ void Validate(const JobSpec& s, const Marks* marks, Errors& errors) {
                      "(micro_batch_size x ranks), so it must divide evenly"));
   }
   if (!(t.lr > 0)) bad("train.lr", absl::StrCat("must be > 0, got ", t.lr));
-  check_enum("train.lr_schedule", t.lr_schedule, kLrSchedules);
   if (!(t.warmup_ratio >= 0 && t.warmup_ratio < 1)) {
     bad("train.warmup_ratio", absl::StrCat("must be in [0, 1), got ", t.warmup_ratio));
   }
@@ -614,8 +626,6 @@ void Validate(const JobSpec& s, const Marks* marks, Errors& errors) {
     bad("train.max_grad_norm",
         absl::StrCat("must be >= 0 (0 disables clipping), got ", t.max_grad_norm));
   }
-  check_enum("train.precision", t.precision, kPrecisions);
-  check_enum("train.device", t.device, kDevices);
   if (t.eval_batch_size < 1) {
     bad("train.eval_batch_size", absl::StrCat("must be >= 1, got ", t.eval_batch_size));
   }
@@ -646,9 +656,6 @@ void Validate(const JobSpec& s, const Marks* marks, Errors& errors) {
     bad("distributed.procs_per_node",
         absl::StrCat("must be auto or a positive integer, got '", d.procs_per_node, "'"));
   }
-  check_enum("distributed.sharding", d.sharding, kShardings);
-  check_enum("distributed.compression", d.compression, kCompressions);
-  check_enum("distributed.backend", d.backend, kBackends);
   if (d.powersgd_rank < 1) {
     bad("distributed.powersgd_rank", absl::StrCat("must be >= 1, got ", d.powersgd_rank));
   }
@@ -658,7 +665,8 @@ void Validate(const JobSpec& s, const Marks* marks, Errors& errors) {
                      "longer), got ",
                      d.powersgd_start_step));
   }
-  if (d.backend == "nccl" && t.device == "cpu") {
+  const bool device_known = unknown == nullptr || !unknown->contains("train.device");
+  if (d.backend == Backend::kNccl && t.device == Device::kCpu && device_known) {
     bad("distributed.backend", "nccl needs train.device cuda (or auto); CPU ranks use gloo");
   }
 
@@ -765,13 +773,14 @@ absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, std::string_vie
   }
 
   Marks marks;
+  UnknownSettings unknown_settings{Errors(spec.source), {}};
   MapReader root(doc, "", doc.Mark(), errors, marks);
   root.Get("name", &spec.name, ToString);
   ParseModel(root, spec, errors, marks);
   ParseData(root, spec, errors, marks);
-  ParseTrain(root, spec, errors, marks);
+  ParseTrain(root, spec, errors, unknown_settings, marks);
   ParseOutput(root, spec, errors, marks);
-  ParseDistributed(root, spec, errors, marks);
+  ParseDistributed(root, spec, errors, unknown_settings, marks);
   ParseRestart(root, spec, errors, marks);
   root.ReportUnknown();
   // Range checks on half-read values would only repeat the type errors already reported.
@@ -785,7 +794,8 @@ absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, std::string_vie
   spec.data.eval = Resolve(spec.data.eval, base);
   spec.output.dir = Resolve(spec.output.dir, base);
 
-  Validate(spec, &marks, errors);
+  errors.Append(unknown_settings.errors);
+  Validate(spec, &marks, &unknown_settings.paths, errors);
   RM_RETURN_IF_ERROR(errors.ToStatus());
   return spec;
 }
@@ -802,7 +812,7 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
 
 absl::Status ValidateJobSpec(const JobSpec& spec) {
   Errors errors(spec.source.empty() ? "job spec" : spec.source);
-  Validate(spec, nullptr, errors);
+  Validate(spec, nullptr, nullptr, errors);
   return errors.ToStatus();
 }
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "trainer/metrics/rank_status.h"
+#include "common/rank_status.h"
 
 #ifdef RINGMASTER_HAVE_PROMETHEUS
 #include <prometheus/collectable.h>

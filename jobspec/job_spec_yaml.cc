@@ -8,7 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "trainer/job/job_spec.h"
+#include "jobspec/job_spec.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ringmaster::trainer {
@@ -122,7 +122,7 @@ std::string JobSpecToYaml(const JobSpec& s) {
   KeyNumber(out, "global_batch_size", t.global_batch_size);
   KeyNumber(out, "micro_batch_size", t.micro_batch_size);
   KeyNumber(out, "lr", t.lr);
-  KeyString(out, "lr_schedule", t.lr_schedule);
+  KeyString(out, "lr_schedule", std::string(SettingName(t.lr_schedule)));
   KeyNumber(out, "warmup_ratio", t.warmup_ratio);
   KeyNumber(out, "warmup_steps", t.warmup_steps);
   KeyNumber(out, "weight_decay", t.weight_decay);
@@ -131,8 +131,8 @@ std::string JobSpecToYaml(const JobSpec& s) {
       << ShortestText(t.adam_beta2) << YAML::EndSeq;
   KeyNumber(out, "adam_eps", t.adam_eps);
   KeyNumber(out, "max_grad_norm", t.max_grad_norm);
-  KeyString(out, "precision", t.precision);
-  KeyString(out, "device", t.device);
+  KeyString(out, "precision", std::string(SettingName(t.precision)));
+  KeyString(out, "device", std::string(SettingName(t.device)));
   KeyNumber(out, "seed", t.seed);
   KeyNumber(out, "eval_batch_size", t.eval_batch_size);
   KeyNumber(out, "log_every_steps", t.log_every_steps);
@@ -153,12 +153,12 @@ std::string JobSpecToYaml(const JobSpec& s) {
       << (d.min_nodes == d.max_nodes ? absl::StrCat(d.min_nodes)
                                      : absl::StrCat(d.min_nodes, ":", d.max_nodes));
   KeyString(out, "procs_per_node", d.procs_per_node);
-  KeyString(out, "sharding", d.sharding);
-  KeyString(out, "compression", d.compression);
+  KeyString(out, "sharding", std::string(SettingName(d.sharding)));
+  KeyString(out, "compression", std::string(SettingName(d.compression)));
   KeyNumber(out, "powersgd_rank", d.powersgd_rank);
   KeyNumber(out, "powersgd_start_step", d.powersgd_start_step);
   KeyBool(out, "skip_zero_blocks", d.skip_zero_blocks);
-  KeyString(out, "backend", d.backend);
+  KeyString(out, "backend", std::string(SettingName(d.backend)));
   out << YAML::EndMap;
 
   Key(out, "restart");

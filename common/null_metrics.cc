@@ -1,5 +1,5 @@
-#include "trainer/metrics/metrics_server.h"
-#include "trainer/metrics/trainer_metrics.h"
+#include "common/metrics_server.h"
+#include "common/trainer_metrics.h"
 
 namespace ringmaster::trainer {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainer/job/default_job.h"
+#include "jobspec/default_job.h"
 
 namespace ringmaster::trainer {
 

@@ -1,4 +1,4 @@
-#include "trainer/job/job_spec.h"
+#include "jobspec/job_spec.h"
 
 #include <unistd.h>
 
@@ -102,7 +102,7 @@ TEST(JobSpecTest, DesignExampleParsesWithEveryValue) {
   EXPECT_EQ(s.train.global_batch_size, 32);
   EXPECT_EQ(s.train.micro_batch_size, 16);
   EXPECT_DOUBLE_EQ(s.train.lr, 2e-5);
-  EXPECT_EQ(s.train.lr_schedule, "linear");
+  EXPECT_EQ(SettingName(s.train.lr_schedule), "linear");
   EXPECT_DOUBLE_EQ(s.train.warmup_ratio, 0.1);
   EXPECT_EQ(s.train.warmup_steps, 0);
   EXPECT_DOUBLE_EQ(s.train.weight_decay, 0.01);
@@ -110,7 +110,7 @@ TEST(JobSpecTest, DesignExampleParsesWithEveryValue) {
   EXPECT_DOUBLE_EQ(s.train.adam_beta2, 0.999);
   EXPECT_DOUBLE_EQ(s.train.adam_eps, 1e-8);
   EXPECT_DOUBLE_EQ(s.train.max_grad_norm, 1.0);
-  EXPECT_EQ(s.train.precision, "auto");
+  EXPECT_EQ(SettingName(s.train.precision), "auto");
   EXPECT_EQ(s.train.seed, 42u);
   EXPECT_EQ(s.output.dir, "/jobs/runs/sst2");
   EXPECT_EQ(s.output.checkpoint_every_steps, 500);
@@ -118,9 +118,9 @@ TEST(JobSpecTest, DesignExampleParsesWithEveryValue) {
   EXPECT_EQ(s.distributed.min_nodes, 2);
   EXPECT_EQ(s.distributed.max_nodes, 4);
   EXPECT_EQ(s.distributed.procs_per_node, "auto");
-  EXPECT_EQ(s.distributed.sharding, "full_shard");
-  EXPECT_EQ(s.distributed.compression, "auto");
-  EXPECT_EQ(s.distributed.backend, "auto");
+  EXPECT_EQ(SettingName(s.distributed.sharding), "full_shard");
+  EXPECT_EQ(SettingName(s.distributed.compression), "auto");
+  EXPECT_EQ(SettingName(s.distributed.backend), "auto");
   EXPECT_EQ(s.restart.max_restarts, 3);
 }
 
@@ -133,10 +133,10 @@ TEST(JobSpecTest, DefaultsWhenOmitted) {
   EXPECT_EQ(spec->data.max_seq_len, d.data.max_seq_len);
   EXPECT_EQ(spec->train.epochs, 3);
   EXPECT_DOUBLE_EQ(spec->train.lr, 2e-5);
-  EXPECT_EQ(spec->train.device, "cpu");
+  EXPECT_EQ(SettingName(spec->train.device), "cpu");
   EXPECT_EQ(spec->distributed.min_nodes, 1);
   EXPECT_EQ(spec->distributed.max_nodes, 1);
-  EXPECT_EQ(spec->distributed.sharding, "no_shard");
+  EXPECT_EQ(SettingName(spec->distributed.sharding), "no_shard");
   EXPECT_FALSE(spec->model.hidden_dropout_prob.has_value());
   // Paths stay as written without a base directory.
   EXPECT_EQ(spec->model.init_from, "models/bert");
@@ -610,17 +610,17 @@ TEST(JobSpecTest, RoundTripUnusualValues) {
   s.train.adam_beta2 = 0.98;
   s.train.max_steps = 12345;
   s.train.warmup_steps = 100;
-  s.train.precision = "bf16";
-  s.train.device = "cuda";
+  s.train.precision = Precision::kBf16;
+  s.train.device = Device::kCuda;
   s.train.seed = 18446744073709551615ull;
   s.train.log_every_steps = 7;
   s.output.dir = "/out/#notacomment";
   s.distributed.min_nodes = 2;
   s.distributed.max_nodes = 5;
   s.distributed.procs_per_node = "8";
-  s.distributed.backend = "nccl";
-  s.distributed.compression = "powersgd";
-  s.distributed.sharding = "hybrid_shard";
+  s.distributed.backend = Backend::kNccl;
+  s.distributed.compression = Compression::kPowerSgd;
+  s.distributed.sharding = Sharding::kHybridShard;
   s.restart.max_restarts = 0;
   ASSERT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s);
   ExpectRoundTrip(s);
@@ -668,6 +668,17 @@ TEST(JobSpecTest, LoadJobSpecResolvesAgainstFileDirectory) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(JobSpecTest, MisspeltDeviceDoesNotAlsoFailTheBackendCheck) {
+  // A misspelt train.device keeps its default (cpu) internally; the nccl-needs-a-GPU check must
+  // not then report a device the user never wrote.
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(std::string(kMinimal) + "train:\n  device: tpu\ndistributed:\n  backend: nccl\n",
+                   "job.yaml", "");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("train.device: 'tpu' is not one of"));
+  EXPECT_THAT(std::string(spec.status().message()), Not(HasSubstr("nccl needs")));
+}
+
 TEST(JobSpecTest, ValidateJobSpecOnBuiltSpec) {
   JobSpec s;
   s.source = "built";
@@ -676,12 +687,15 @@ TEST(JobSpecTest, ValidateJobSpecOnBuiltSpec) {
   s.output.dir = "o";
   EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s);
   s.train.micro_batch_size = 5;
-  s.distributed.sharding = "everything";
+  // A misspelt enum setting cannot be built any more (the fields are enums); a free-form one can.
+  s.distributed.procs_per_node = "everything";
   absl::Status st = ValidateJobSpec(s);
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(std::string(st.message()),
               HasSubstr("built: train.global_batch_size: 32 is not a multiple"));
-  EXPECT_THAT(std::string(st.message()), HasSubstr("built: distributed.sharding: 'everything'"));
+  EXPECT_THAT(std::string(st.message()),
+              HasSubstr("built: distributed.procs_per_node: must be auto or a positive integer, "
+                        "got 'everything'"));
   EXPECT_THAT(std::string(st.message()), Not(HasSubstr("built:0")));
 }
 

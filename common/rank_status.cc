@@ -1,4 +1,4 @@
-#include "trainer/metrics/rank_status.h"
+#include "common/rank_status.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

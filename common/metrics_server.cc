@@ -1,5 +1,5 @@
 // The prometheus-cpp implementation of MetricsServer (built only with prometheus-cpp).
-#include "trainer/metrics/metrics_server.h"
+#include "common/metrics_server.h"
 
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
@@ -8,8 +8,8 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "common/figures_exposition.h"
 #include "common/log.h"
-#include "trainer/metrics/figures_exposition.h"
 
 namespace ringmaster::trainer {
 namespace {

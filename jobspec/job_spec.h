@@ -14,9 +14,20 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "trainer/model/bert_config.h"
+#include "jobspec/bert_config.h"
+#include "jobspec/job_settings.h"
 
+// The job spec's types stay in ringmaster::trainer (where every user names them); the typed
+// settings live in ringmaster::jobspec and are visible here too.
 namespace ringmaster::trainer {
+
+using jobspec::Backend;
+using jobspec::Compression;
+using jobspec::Device;
+using jobspec::LrScheduleKind;
+using jobspec::Precision;
+using jobspec::SettingName;
+using jobspec::Sharding;
 
 struct ModelSpec {
   // A Hugging Face model directory (config.json, model.safetensors, vocab.txt), or empty.
@@ -47,15 +58,15 @@ struct TrainSpec {
   int global_batch_size = 32;
   int micro_batch_size = 16;
   double lr = 2e-5;
-  std::string lr_schedule = "linear";  // linear | constant
+  LrScheduleKind lr_schedule = LrScheduleKind::kLinear;
   double warmup_ratio = 0.0;
   int64_t warmup_steps = 0;  // > 0 wins over warmup_ratio
   double weight_decay = 0.01;
   double adam_beta1 = 0.9, adam_beta2 = 0.999;  // YAML: adam_betas: [b1, b2]
   double adam_eps = 1e-8;
-  double max_grad_norm = 1.0;      // 0 disables clipping
-  std::string precision = "auto";  // auto | fp32 | fp16 | bf16
-  std::string device = "cpu";      // cpu | cuda | auto
+  double max_grad_norm = 1.0;  // 0 disables clipping
+  Precision precision = Precision::kAuto;
+  Device device = Device::kCpu;
   uint64_t seed = 42;
   int eval_batch_size = 64;
   int64_t log_every_steps = 0;  // 0 = time based
@@ -70,12 +81,12 @@ struct OutputSpec {
 struct DistributedSpec {
   int min_nodes = 1, max_nodes = 1;     // YAML: nodes: N | "MIN:MAX"
   std::string procs_per_node = "auto";  // "auto" or a positive integer in decimal
-  std::string sharding = "no_shard";    // full_shard | shard_grad_op | no_shard | hybrid_shard
-  std::string compression = "none";     // auto | none | fp16 | bf16 | int8 | powersgd
-  int powersgd_rank = 4;                // rank of PowerSGD's factors
-  int64_t powersgd_start_step = -1;     // steps all-reduced exactly first; -1 = max(LR warmup, 10%)
-  bool skip_zero_blocks = true;         // all-reduces skip 256-value blocks zero on every rank
-  std::string backend = "auto";         // auto | nccl | gloo
+  Sharding sharding = Sharding::kNoShard;
+  Compression compression = Compression::kNone;
+  int powersgd_rank = 4;             // rank of PowerSGD's factors
+  int64_t powersgd_start_step = -1;  // steps all-reduced exactly first; -1 = max(LR warmup, 10%)
+  bool skip_zero_blocks = true;      // all-reduces skip 256-value blocks zero on every rank
+  Backend backend = Backend::kAuto;
 };
 
 struct RestartSpec {

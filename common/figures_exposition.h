@@ -1,4 +1,4 @@
-// Renders rank figures (trainer/metrics/rank_status.h) as Prometheus metric families: the one
+// Renders rank figures (common/rank_status.h) as Prometheus metric families: the one
 // place that names the trainer's metrics, shared by a standalone trainer's /metrics and the
 // agent's (which re-exposes every rank it runs). Catalogue: docs/metrics.md. Built only with
 // prometheus-cpp.
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "trainer/metrics/rank_status.h"
+#include "common/rank_status.h"
 
 namespace ringmaster::trainer {
 

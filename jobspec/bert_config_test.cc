@@ -1,4 +1,4 @@
-#include "trainer/model/bert_config.h"
+#include "jobspec/bert_config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

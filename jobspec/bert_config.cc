@@ -1,4 +1,4 @@
-#include "trainer/model/bert_config.h"
+#include "jobspec/bert_config.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,6 +1,6 @@
 // The rank status block: what the trainer writes is what another reader of the file sees, and a
 // file that is not a status block is refused with an error naming it.
-#include "trainer/metrics/rank_status.h"
+#include "common/rank_status.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -15,8 +15,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "trainer/comm/traced_communicator.h"
-#include "trainer/metrics/trainer_metrics.h"
+#include "common/collective_observer.h"
+#include "common/trainer_metrics.h"
 
 namespace ringmaster::trainer {
 

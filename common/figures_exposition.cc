@@ -1,4 +1,4 @@
-#include "trainer/metrics/figures_exposition.h"
+#include "common/figures_exposition.h"
 
 #include <functional>
 #include <limits>
