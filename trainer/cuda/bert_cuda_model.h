@@ -23,8 +23,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "trainer/cuda/gemm.h"
 #include "jobspec/bert_config.h"
+#include "trainer/cuda/gemm.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 

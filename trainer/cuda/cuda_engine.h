@@ -14,8 +14,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "trainer/cuda/cuda_trainer_state.h"
 #include "jobspec/bert_config.h"
+#include "trainer/cuda/cuda_trainer_state.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/train/step_engine.h"
 

@@ -18,9 +18,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "jobspec/bert_config.h"
 #include "trainer/cuda/bert_cuda_model.h"
 #include "trainer/cuda/gemm.h"
-#include "jobspec/bert_config.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/optim/adamw.h"
 
