@@ -23,7 +23,7 @@ model:
            max_position_embeddings: 64}
   vocab: data/vocab.txt
 data: {train: data/train.tsv, eval: data/dev.tsv, max_seq_len: 48}
-train: {epochs: 100, max_steps: 150, global_batch_size: 16, micro_batch_size: 8, lr: 1.0e-3,
+train: {epochs: 100, max_steps: 1500, global_batch_size: 16, micro_batch_size: 8, lr: 1.0e-3,
         warmup_steps: 2, seed: 3}
 output: {dir: out, checkpoint_every_steps: 0}
 distributed: {sharding: no_shard, nodes: "2:2", procs_per_node: 1}
