@@ -8,6 +8,9 @@
 //            Accesses are seen only in code compiled with the racecheck instrumentation
 //            (CMake: cuda_emu_add_kernels(... RACECHECK)), which routes every load and store of
 //            the kernel's translation unit through RecordSharedAccess.
+//   global-race  the same for device memory within one launch: accesses of one block ordered by
+//            its barriers, accesses of different blocks never (a byte one block writes and
+//            another touches in the same launch is a race, unless only atomics touch it).
 #pragma once
 
 #include <cstddef>

@@ -33,6 +33,7 @@ enum Detector : uint32_t {
   kWarp = 1u << 5,             // warp collectives naming exited or missing lanes
   kBounds = 1u << 6,           // writes past the end of an allocation or of dynamic shared memory
   kRace = 1u << 7,             // shared-memory races between barriers (racecheck)
+  kGlobalRace = 1u << 8,       // global-memory races within a launch (racecheck)
 };
 inline constexpr struct {
   Detector bit;
@@ -40,7 +41,8 @@ inline constexpr struct {
 } kDetectorNames[] = {{kLaunchShape, "launch"},     {kKernelPointers, "pointers"},
                       {kMemcpyDirection, "memcpy"}, {kPoison, "poison"},
                       {kBarrier, "barrier"},        {kWarp, "warp"},
-                      {kBounds, "bounds"},          {kRace, "race"}};
+                      {kBounds, "bounds"},          {kRace, "race"},
+                      {kGlobalRace, "global-race"}};
 
 struct Options {
   Schedule schedule = Schedule::kForward;

@@ -3,6 +3,9 @@
 // (cuda_emu_add_kernels(RACECHECK)): a tree sum missing its barrier is reported with the source
 // lines of both accesses, under every schedule, including the one where the sum comes out right;
 // the correct kernels (block barriers, and warp-synchronous code ordered by __syncwarp) are not.
+// The same for device memory: a plain read-modify-write of one value by several blocks of a
+// launch, and a block exchanging values through global memory without a barrier, are reported
+// (and pass silently with the detector off); atomics and the barrier version are not.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -68,6 +71,67 @@ TEST_F(RacecheckTest, CorrectKernelsAreNotReported) {
   EXPECT_EQ(h, 31.0f * 32.0f / 2.0f);
   EXPECT_EQ(cuda_emu::ErrorCount(), before) << cuda_emu::LastErrorMessage();
   cudaFree(sum);
+}
+
+TEST_F(RacecheckTest, GlobalMemoryRaceBetweenBlocksIsReported) {
+  float* out = nullptr;
+  ASSERT_EQ(cudaMalloc(&out, 4), cudaSuccess);
+  ASSERT_EQ(cudaMemset(out, 0, 4), cudaSuccess);
+  const unsigned long before = cuda_emu::ErrorCount();
+  EXPECT_EQ(CrossBlockAdd(out, /*atomic=*/false), cudaErrorLaunchFailure);
+  ASSERT_GT(cuda_emu::ErrorCount(), before);
+  const std::string m = cuda_emu::LastErrorMessage();
+  EXPECT_NE(m.find("global-memory race"), std::string::npos) << m;
+  EXPECT_NE(m.find("different blocks"), std::string::npos) << m;
+  EXPECT_NE(m.find("seeded_bugs.cu:"), std::string::npos) << m;
+  cudaFree(out);
+}
+
+TEST_F(RacecheckTest, WithoutTheGlobalDetectorTheCrossBlockBugIsInvisible) {
+  float* out = nullptr;
+  ASSERT_EQ(cudaMalloc(&out, 4), cudaSuccess);
+  ASSERT_EQ(cudaMemset(out, 0, 4), cudaSuccess);
+  cuda_emu::MutableOptions().detectors &= ~cuda_emu::kGlobalRace;
+  const unsigned long before = cuda_emu::ErrorCount();
+  EXPECT_EQ(CrossBlockAdd(out, /*atomic=*/false), cudaSuccess);
+  float h = 0.0f;
+  ASSERT_EQ(cudaMemcpy(&h, out, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(h, 4.0f);  // blocks run one after another here; on a GPU they need not
+  EXPECT_EQ(cuda_emu::ErrorCount(), before);
+  cudaFree(out);
+}
+
+TEST_F(RacecheckTest, GlobalMemoryRaceWithinABlockIsReported) {
+  float *buf = nullptr, *out = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, 64 * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&out, 64 * 4), cudaSuccess);
+  const unsigned long before = cuda_emu::ErrorCount();
+  EXPECT_EQ(ReverseThroughGlobal(buf, out, /*missing_barrier=*/true), cudaErrorLaunchFailure);
+  ASSERT_GT(cuda_emu::ErrorCount(), before);
+  const std::string m = cuda_emu::LastErrorMessage();
+  EXPECT_NE(m.find("global-memory race"), std::string::npos) << m;
+  EXPECT_NE(m.find("missing __syncthreads"), std::string::npos) << m;
+  cudaFree(buf);
+  cudaFree(out);
+}
+
+TEST_F(RacecheckTest, AtomicsAndBarriersAreNotGlobalRaces) {
+  float *buf = nullptr, *out = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, 64 * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&out, 64 * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemset(out, 0, 4), cudaSuccess);
+  const unsigned long before = cuda_emu::ErrorCount();
+  EXPECT_EQ(CrossBlockAdd(out, /*atomic=*/true), cudaSuccess);
+  float h = 0.0f;
+  ASSERT_EQ(cudaMemcpy(&h, out, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(h, 4.0f);
+  EXPECT_EQ(ReverseThroughGlobal(buf, out, /*missing_barrier=*/false), cudaSuccess);
+  float r[64];
+  ASSERT_EQ(cudaMemcpy(r, out, sizeof(r), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(r[t], 63.0f - t) << t;
+  EXPECT_EQ(cuda_emu::ErrorCount(), before) << cuda_emu::LastErrorMessage();
+  cudaFree(buf);
+  cudaFree(out);
 }
 
 }  // namespace

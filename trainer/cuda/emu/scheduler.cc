@@ -333,7 +333,8 @@ bool RunGrid(const char* kernel, dim3 grid, dim3 block, size_t dynamic_shared, v
   const uint64_t nblocks = uint64_t{grid.x} * grid.y * grid.z;
   // A fresh generator per launch, seeded by the seed and the launch count: a failure reproduces
   // with the same CUDA_EMU_SEED and the same sequence of launches.
-  std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + g_launches.fetch_add(1));
+  const uint64_t launch = g_launches.fetch_add(1);
+  std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + launch);
   std::vector<int> ids(nblocks);
   for (uint64_t i = 0; i < nblocks; ++i) ids[i] = static_cast<int>(i);
   Order(ids, o.block_order, rng);
@@ -350,6 +351,7 @@ bool RunGrid(const char* kernel, dim3 grid, dim3 block, size_t dynamic_shared, v
     b.closure = closure;
     b.kernel = kernel;
     b.dyn_bytes = dynamic_shared;
+    b.launch = launch + 1;
     for (uint64_t i; !failed && (i = next++) < nblocks;) {
       const uint64_t id = static_cast<uint64_t>(ids[i]);
       b.bid = make_uint3(id % grid.x, (id / grid.x) % grid.y, id / (uint64_t{grid.x} * grid.y));

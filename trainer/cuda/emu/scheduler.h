@@ -52,6 +52,7 @@ struct Block {
   size_t dyn_bytes = 0;
   const char* kernel = "";
   std::string error;
+  uint64_t launch = 0;                // 1-based launch number (global race detector)
   unsigned epoch = 0;                 // __syncthreads generation (race detector)
   unsigned warp_epoch[32] = {};       // per-warp barrier generation (race detector)
   const void* sched_stack = nullptr;  // AddressSanitizer fiber-switch bookkeeping

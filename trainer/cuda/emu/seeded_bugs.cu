@@ -71,6 +71,21 @@ __global__ void TreeSumKernel(float* sum, bool missing_barrier) {
   if (threadIdx.x == 0) sum[0] = s[0];
 }
 
+__global__ void CrossBlockAddKernel(float* out, bool atomic) {
+  if (threadIdx.x != 0) return;
+  if (atomic) {
+    atomicAdd(out, 1.0f);
+  } else {
+    out[0] = out[0] + 1.0f;
+  }
+}
+
+__global__ void ReverseThroughGlobalKernel(float* buf, float* out, bool missing_barrier) {
+  buf[threadIdx.x] = static_cast<float>(threadIdx.x);
+  if (!missing_barrier) __syncthreads();
+  out[threadIdx.x] = buf[63 - threadIdx.x];
+}
+
 __global__ void WarpSumKernel(float* sum) {
   __shared__ float s[32];
   s[threadIdx.x] = static_cast<float>(threadIdx.x);
@@ -129,6 +144,14 @@ cudaError_t TreeSum(float* sum, bool missing_barrier) {
 }
 cudaError_t WarpSum(float* sum) {
   WarpSumKernel<<<1, 32>>>(sum);
+  return cudaGetLastError();
+}
+cudaError_t CrossBlockAdd(float* out, bool atomic) {
+  CrossBlockAddKernel<<<4, 32>>>(out, atomic);
+  return cudaGetLastError();
+}
+cudaError_t ReverseThroughGlobal(float* buf, float* out, bool missing_barrier) {
+  ReverseThroughGlobalKernel<<<1, 64>>>(buf, out, missing_barrier);
   return cudaGetLastError();
 }
 

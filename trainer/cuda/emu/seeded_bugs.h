@@ -29,5 +29,11 @@ cudaError_t ShuffleAfterExit(float* out);
 cudaError_t TreeSum(float* sum, bool missing_barrier);
 // A warp-synchronous reduction through shared memory, ordered by __syncwarp (no race).
 cudaError_t WarpSum(float* sum);
+// Thread 0 of each of 4 blocks adds 1 to out[0]: a plain read-modify-write (a global-memory race
+// between blocks; the sequential emulation still gets 4) or an atomicAdd (no race).
+cudaError_t CrossBlockAdd(float* out, bool atomic);
+// One block of 64: buf[t] = t, then (after a __syncthreads unless missing) out[t] = buf[63 - t]
+// (a global-memory race within a block when the barrier is missing).
+cudaError_t ReverseThroughGlobal(float* buf, float* out, bool missing_barrier);
 
 }  // namespace cuda_emu_test
