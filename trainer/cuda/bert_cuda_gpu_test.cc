@@ -15,17 +15,13 @@
 #include "trainer/cuda/bert_cuda_model.h"
 #include "trainer/cuda/device_array.h"
 #include "trainer/cuda/gemm.h"
+#include "trainer/cuda/gpu_test_util.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/model/cpu_ops.h"
 
 namespace ringmaster::trainer::cuda {
 namespace {
-
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 BertConfig SmallConfig(float dropout) {
   BertConfig c;
@@ -221,11 +217,3 @@ TEST(AttentionOps, DropoutMasksAreTheCpuModels) {
 
 }  // namespace
 }  // namespace ringmaster::trainer::cuda
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  const int rc = RUN_ALL_TESTS();
-  int n = 0;
-  if (rc == 0 && !(cudaGetDeviceCount(&n) == cudaSuccess && n > 0)) return 77;  // skipped
-  return rc;
-}

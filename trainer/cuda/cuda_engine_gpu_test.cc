@@ -14,17 +14,13 @@
 
 #include "absl/time/time.h"
 #include "trainer/cuda/cuda_engine.h"
+#include "trainer/cuda/gpu_test_util.h"
 #include "trainer/dist/dist_context.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/train/cpu_engine.h"
 
 namespace ringmaster::trainer::cuda {
 namespace {
-
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 BertConfig SmallConfig() {
   BertConfig c;
@@ -164,11 +160,3 @@ TEST_F(CudaEngineTest, SeveralRanksAreRefusedNamingTheWorld) {
 
 }  // namespace
 }  // namespace ringmaster::trainer::cuda
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  const int rc = RUN_ALL_TESTS();
-  int n = 0;
-  if (rc == 0 && !(cudaGetDeviceCount(&n) == cudaSuccess && n > 0)) return 77;  // skipped
-  return rc;
-}

@@ -14,10 +14,9 @@ namespace ringmaster::trainer::cuda {
 // `file`:`line` and the CUDA error's name and description.
 absl::Status CudaStatus(cudaError_t error, const char* call, const char* file, int line);
 // OK for CUBLAS_STATUS_SUCCESS; otherwise Internal (InvalidArgument for INVALID_VALUE,
-// Unimplemented for NOT_SUPPORTED, ResourceExhausted for ALLOC_FAILED) naming the call.
+// Unimplemented for NOT_SUPPORTED, ResourceExhausted for ALLOC_FAILED) naming the call and the
+// status (cublasLtGetStatusString).
 absl::Status CublasStatus(cublasStatus_t status, const char* call, const char* file, int line);
-// The enumerator's name, e.g. "CUBLAS_STATUS_NOT_SUPPORTED".
-const char* CublasStatusName(cublasStatus_t status);
 
 }  // namespace ringmaster::trainer::cuda
 

@@ -15,17 +15,13 @@
 #include <vector>
 
 #include "trainer/cuda/cuda_trainer_state.h"
+#include "trainer/cuda/gpu_test_util.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/optim/adamw.h"
 
 namespace ringmaster::trainer::cuda {
 namespace {
-
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 BertConfig SmallConfig() {
   BertConfig c;
@@ -176,11 +172,3 @@ TEST(CudaTrainerState, NonFiniteGradientsAreReportedNotApplied) {
 
 }  // namespace
 }  // namespace ringmaster::trainer::cuda
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  const int rc = RUN_ALL_TESTS();
-  int n = 0;
-  if (rc == 0 && !(cudaGetDeviceCount(&n) == cudaSuccess && n > 0)) return 77;  // skipped
-  return rc;
-}

@@ -12,15 +12,11 @@
 #include "trainer/cuda/bias_grad.h"
 #include "trainer/cuda/device_array.h"
 #include "trainer/cuda/gemm.h"
+#include "trainer/cuda/gpu_test_util.h"
 #include "trainer/model/cpu_ops.h"
 
 namespace ringmaster::trainer::cuda {
 namespace {
-
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 std::vector<float> Random(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -154,11 +150,3 @@ TEST(BiasGradient, DeterministicAndOverwrites) {
 
 }  // namespace
 }  // namespace ringmaster::trainer::cuda
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  const int rc = RUN_ALL_TESTS();
-  int n = 0;
-  if (rc == 0 && !(cudaGetDeviceCount(&n) == cudaSuccess && n > 0)) return 77;  // skipped
-  return rc;
-}

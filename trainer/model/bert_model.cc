@@ -6,40 +6,38 @@
 #include <cmath>
 #include <limits>
 
+#include "trainer/model/bert_spec_index.h"
 #include "trainer/model/cpu_ops.h"
 
 namespace ringmaster::trainer {
 namespace {
 
-// Spec indices inside the layout (see MakeBertParamLayout).
-enum Emb { kWord = 0, kPos, kType, kEmbLnW, kEmbLnB, kEmbCount };
-enum Layer {
-  kQW = 0,
-  kKW,
-  kVW,
-  kQB,
-  kKB,
-  kVB,
-  kAoW,
-  kAoB,
-  kLn1W,
-  kLn1B,
-  kInW,
-  kInB,
-  kOutW,
-  kOutB,
-  kLn2W,
-  kLn2B,
-  kLayerCount
-};
-enum Head { kPoolW = 0, kPoolB, kClsW, kClsB };
-
-constexpr int LayerIndex(int l, int k) { return kEmbCount + kLayerCount * l + k; }
-
-// Dropout seeds per site: distinct streams for every layer and place.
-uint64_t SiteSeed(uint64_t seed, int layer, int site) {
-  return cpu::Mix64(seed ^ cpu::Mix64(static_cast<uint64_t>(layer) * 16 + site + 1));
-}
+// The layout's spec indices and dropout streams (bert_spec_index.h).
+using bert_spec::kAoB;
+using bert_spec::kAoW;
+using bert_spec::kClsB;
+using bert_spec::kClsW;
+using bert_spec::kEmbCount;
+using bert_spec::kEmbLnB;
+using bert_spec::kEmbLnW;
+using bert_spec::kInB;
+using bert_spec::kInW;
+using bert_spec::kLayerCount;
+using bert_spec::kLn1B;
+using bert_spec::kLn1W;
+using bert_spec::kLn2B;
+using bert_spec::kLn2W;
+using bert_spec::kOutB;
+using bert_spec::kOutW;
+using bert_spec::kPoolB;
+using bert_spec::kPoolW;
+using bert_spec::kPos;
+using bert_spec::kQB;
+using bert_spec::kQW;
+using bert_spec::kType;
+using bert_spec::kWord;
+using bert_spec::LayerIndex;
+using bert_spec::SiteSeed;
 
 // The single-process access: one flat buffer each for parameters and gradients.
 template <typename T>

@@ -152,6 +152,9 @@ cublasStatus_t BuildSpec(const char* api, cublasLtMatmulDesc_t desc, const float
 
 }  // namespace
 
+// The same names as cuBLAS's (cublas_emu.cc): both libraries use one status enum.
+const char* cublasLtGetStatusString(cublasStatus_t status) { return cublasGetStatusString(status); }
+
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
   if (handle == nullptr) return Refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtCreate: null");
   *handle = reinterpret_cast<cublasLtHandle_t>(new LtHandle);
