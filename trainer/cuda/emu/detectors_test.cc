@@ -140,6 +140,38 @@ TEST_F(DetectorTest, GlobalWritePastTheEndOfAnAllocationUnderAsan) {
 }
 #endif
 
+#if !defined(__SANITIZE_ADDRESS__) && !defined(CUDA_EMU_TEST_ASAN)
+// Host guard (CUDA_EMU_HOST_GUARD=1): host code writing through a device pointer faults and is
+// reported; without the guard the emulator's device memory is plain host memory and the bug
+// goes unnoticed. A correct program (launch, copies, memset, free) runs unchanged under it.
+TEST_F(DetectorTest, HostDereferenceOfADevicePointerUnderTheHostGuard) {
+  EXPECT_DEATH(
+      {
+        cuda_emu::MutableOptions().host_guard = true;
+        float* p = DeviceFloats(4);
+        p[1] = 3.0f;  // the bug: device memory written by the host
+      },
+      "host code dereferenced device memory at 0x[0-9a-f]+ \\(byte 4 of a 16-byte cudaMalloc");
+  float* p = DeviceFloats(4);  // guard off (the default)
+  p[1] = 3.0f;
+  float h[4] = {};
+  ASSERT_EQ(cudaMemcpy(h, p, sizeof h, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);  // poison
+  EXPECT_EQ(h[1], 3.0f);  // unnoticed: the write went through
+  cudaFree(p);
+}
+
+TEST_F(DetectorTest, CorrectProgramsRunUnderTheHostGuard) {
+  cuda_emu::MutableOptions().host_guard = true;
+  float* out = DeviceFloats(64);
+  ASSERT_EQ(cudaMemset(out, 0, 64 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(Iota(out, 64, 32, 0), cudaSuccess);
+  float h[64];
+  ASSERT_EQ(cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(h[i], static_cast<float>(i)) << i;
+  EXPECT_EQ(cudaFree(out), cudaSuccess);
+}
+#endif
+
 TEST_F(DetectorTest, SharedWritePastTheEnd) {
   float* out = DeviceFloats(64);
   const unsigned long before = cuda_emu::ErrorCount();

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "trainer/cuda/emu/emu_device_range.h"
+#include "trainer/cuda/emu/memory.h"
 
 namespace cuda_emu::blas {
 namespace {
@@ -249,6 +250,7 @@ cublasStatus_t CheckGemm(const GemmSpec& s, bool check_pointers, std::string* er
 }
 
 cublasStatus_t RunGemm(const GemmSpec& s, std::string* error) {
+  cuda_emu::DeviceAccessScope access;  // the product reads and writes device memory
   const cublasStatus_t st = CheckGemm(s, /*check_pointers=*/true, error);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
   const GeluForm form = CurrentGeluForm();

@@ -58,6 +58,7 @@ bool CheckPointerArgument(const char* name, int index, const void* p) {
 
 void RunLaunch(const char* name, dim3 grid, dim3 block, size_t shared, void (*body)(void*),
                void* closure) {
+  DeviceAccessScope access;  // kernels (and the guard check) read device memory
   if (RunGrid(name, grid, block, shared, body, closure)) CheckGuards(name);
 }
 

@@ -2,8 +2,11 @@
 #include "trainer/cuda/emu/memory.h"
 
 #include <cuda_runtime.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -34,11 +37,13 @@ constexpr unsigned char kGuardByte = 0xcd;
 struct Entry {
   size_t bytes;
   int device;
+  size_t mapped = 0;  // host guard: bytes of the page mapping (0: posix_memalign)
 };
 
 struct Table {
   std::mutex mu;
   std::map<uintptr_t, Entry> allocs;  // base → entry
+  int access_depth = 0;               // live DeviceAccessScopes (host guard)
 };
 Table& T() {
   static Table* t = new Table;  // never destroyed: frees from static destructors stay valid
@@ -57,11 +62,74 @@ std::optional<Allocation> Find(const void* p, size_t n) {
   return Allocation{reinterpret_cast<void*>(it->first), it->second.bytes, it->second.device};
 }
 
+// Host guard (CUDA_EMU_HOST_GUARD): off under ASan, which owns SIGSEGV and tracks the heap.
+bool HostGuardOn() {
+#if defined(CUDA_EMU_HAVE_ASAN)
+  return false;
+#else
+  return GetOptions().host_guard;
+#endif
+}
+
+// Sets the protection of every page-mapped (device, guarded) allocation. Caller holds T().mu.
+void ProtectAllLocked(int prot) {
+  for (const auto& [base, e] : T().allocs) {
+    if (e.mapped != 0) mprotect(reinterpret_cast<void*>(base), e.mapped, prot);
+  }
+}
+
+struct sigaction g_previous_segv;
+
+// A fault inside a guarded allocation is host code reading or writing device memory: report it
+// (no allocation is made or freed here) and abort. Any other fault goes to the previous handler.
+void OnSegv(int sig, siginfo_t* info, void* ctx) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(info->si_addr);
+  // No lock: the faulting thread may hold it; the table is only read, and the process ends.
+  for (const auto& [base, e] : T().allocs) {
+    if (e.mapped != 0 && a >= base && a < base + e.mapped) {
+      char msg[256];
+      const int len = snprintf(msg, sizeof msg,
+                               "cuda_emu: host code dereferenced device memory at %p (byte %zu of "
+                               "a %zu-byte cudaMalloc allocation): device pointers are valid only "
+                               "in kernels and cuda* calls (host guard)\n",
+                               info->si_addr, static_cast<size_t>(a - base), e.bytes);
+      if (len > 0) (void)!write(2, msg, static_cast<size_t>(len));
+      signal(SIGABRT, SIG_DFL);
+      abort();
+    }
+  }
+  sigaction(SIGSEGV, &g_previous_segv, nullptr);  // not ours: fault again the old way
+  (void)sig;
+  (void)ctx;
+}
+
+void InstallFaultHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = OnSegv;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_previous_segv);
+  });
+}
+
 cudaError_t Allocate(void** p, size_t n, int device) {
   if (p == nullptr) return cudaErrorInvalidValue;
   if (cudaError_t e = StickyError(); e != cudaSuccess) return e;
   void* mem = nullptr;
-  if (posix_memalign(&mem, 256, std::max<size_t>(n, 1) + kGuardBytes) != 0) {
+  const bool guarded = HostGuardOn() && device >= 0;
+  size_t mapped = 0;
+  if (guarded) {
+    InstallFaultHandler();
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    mapped = (std::max<size_t>(n, 1) + kGuardBytes + page - 1) / page * page;
+    mem = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) mem = nullptr;
+  } else if (posix_memalign(&mem, 256, std::max<size_t>(n, 1) + kGuardBytes) != 0) {
+    mem = nullptr;
+  }
+  if (mem == nullptr) {
     ReportError(cudaErrorMemoryAllocation, "cudaMalloc(" + std::to_string(n) + "): out of memory");
     return cudaErrorMemoryAllocation;
   }
@@ -74,7 +142,8 @@ cudaError_t Allocate(void** p, size_t n, int device) {
   }
   memset(bytes + n, kGuardByte, kGuardBytes);
   std::lock_guard<std::mutex> l(T().mu);
-  T().allocs[reinterpret_cast<uintptr_t>(mem)] = Entry{n, device};
+  T().allocs[reinterpret_cast<uintptr_t>(mem)] = Entry{n, device, mapped};
+  if (guarded && T().access_depth == 0) mprotect(mem, mapped, PROT_NONE);
   *p = mem;
   return cudaSuccess;
 }
@@ -126,6 +195,18 @@ bool CheckPoison(const char* call, const void* src, size_t n) {
 
 std::optional<Allocation> FindAllocation(const void* p) { return Find(p, 0); }
 
+DeviceAccessScope::DeviceAccessScope() : active_(HostGuardOn()) {
+  if (!active_) return;
+  std::lock_guard<std::mutex> l(T().mu);
+  if (T().access_depth++ == 0) ProtectAllLocked(PROT_READ | PROT_WRITE);
+}
+
+DeviceAccessScope::~DeviceAccessScope() {
+  if (!active_) return;
+  std::lock_guard<std::mutex> l(T().mu);
+  if (--T().access_depth == 0) ProtectAllLocked(PROT_NONE);
+}
+
 bool CheckGuards(const char* after_kernel) {
   if (!GetOptions().On(kBounds) || kGuardBytes == 0) return true;
   std::string report;
@@ -160,24 +241,36 @@ cudaError_t cudaHostAlloc(void** p, size_t n, unsigned int) { return cuda_emu::A
 
 cudaError_t cudaFree(void* p) {
   if (p == nullptr) return cudaSuccess;
+  cuda_emu::DeviceAccessScope access;
   cuda_emu::CheckGuards("before cudaFree");
   bool erased = false;
+  size_t mapped = 0;
   {
     std::lock_guard<std::mutex> l(cuda_emu::T().mu);
-    erased = cuda_emu::T().allocs.erase(reinterpret_cast<uintptr_t>(p)) == 1;
+    auto it = cuda_emu::T().allocs.find(reinterpret_cast<uintptr_t>(p));
+    if (it != cuda_emu::T().allocs.end()) {
+      mapped = it->second.mapped;
+      cuda_emu::T().allocs.erase(it);
+      erased = true;
+    }
   }
   if (!erased) {
     cuda_emu::ReportError(cudaErrorInvalidValue,
                           "cudaFree(" + cuda_emu::Hex(p) + "): not the base of an allocation");
     return cudaErrorInvalidValue;
   }
-  free(p);
+  if (mapped != 0) {
+    munmap(p, mapped);
+  } else {
+    free(p);
+  }
   return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void* p) { return cudaFree(p); }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
   if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
+  cuda_emu::DeviceAccessScope access;
   if (n == 0) return cudaSuccess;
   const auto d = cuda_emu::Find(dst, n), s = cuda_emu::Find(src, n);
   const bool dd = d && d->device >= 0, sd = s && s->device >= 0;
@@ -231,6 +324,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
 
 cudaError_t cudaMemset(void* p, int value, size_t n) {
   if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
+  cuda_emu::DeviceAccessScope access;
   const auto a = cuda_emu::Find(p, n);
   if (!a || a->device < 0) {
     cuda_emu::ReportError(cudaErrorInvalidValue, "cudaMemset(" + cuda_emu::Hex(p) + ", " +

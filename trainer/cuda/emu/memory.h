@@ -19,6 +19,20 @@ inline bool IsPoisonWord(uint32_t w) {
   return m == kPoisonWord || m == kPoisonQuiet;
 }
 
+// While one exists, device allocations are accessible from this process (the host guard keeps
+// them inaccessible otherwise; without CUDA_EMU_HOST_GUARD it does nothing). Kernel launches and
+// the cuda* memory calls hold one. Nests; thread-safe.
+class DeviceAccessScope {
+ public:
+  DeviceAccessScope();
+  ~DeviceAccessScope();
+  DeviceAccessScope(const DeviceAccessScope&) = delete;
+  DeviceAccessScope& operator=(const DeviceAccessScope&) = delete;
+
+ private:
+  bool active_;
+};
+
 // Checks every allocation's guard zone; reports (and returns false) if one changed, naming the
 // kernel that ran last.
 bool CheckGuards(const char* after_kernel);

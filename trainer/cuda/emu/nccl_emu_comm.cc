@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "trainer/cuda/emu/memory.h"
 
 namespace cuda_emu::nccl {
 namespace {
@@ -281,6 +282,7 @@ ncclResult_t P2POp::Waiting(ncclComm& c) {
 }
 
 ncclResult_t ProgressComm(ncclComm* c) {
+  cuda_emu::DeviceAccessScope access;  // collectives copy device buffers through the segment
   if (c->async_error != ncclSuccess) return c->async_error;
   if (!c->joined_all) {
     const int joined = c->hdr().joined.load(std::memory_order_acquire);

@@ -60,6 +60,11 @@ Options FromEnvironment() {
   o.seed = static_cast<uint64_t>(PositiveEnv("CUDA_EMU_SEED", 1));
   o.workers = static_cast<int>(PositiveEnv("CUDA_EMU_WORKERS", 1));
   o.stack_bytes = static_cast<size_t>(PositiveEnv("CUDA_EMU_STACK_KB", 64)) << 10;
+  if (const char* s = getenv("CUDA_EMU_HOST_GUARD"); s != nullptr && *s != '\0') {
+    const std::string v = s;
+    if (v != "0" && v != "1") BadEnv("CUDA_EMU_HOST_GUARD", s, "0 or 1");
+    o.host_guard = v == "1";
+  }
   if (const char* s = getenv("CUDA_EMU_DISABLE"); s != nullptr) {
     std::stringstream list(s);
     for (std::string name; std::getline(list, name, ',');) {
@@ -69,8 +74,9 @@ Options FromEnvironment() {
         if (name == d.name) o.detectors &= ~static_cast<uint32_t>(d.bit), found = true;
       }
       if (!found) {
-        BadEnv("CUDA_EMU_DISABLE", s,
-               "a comma list of launch,pointers,memcpy,poison,barrier,warp,bounds,race");
+        BadEnv(
+            "CUDA_EMU_DISABLE", s,
+            "a comma list of launch,pointers,memcpy,poison,barrier,warp,bounds,race,global-race");
       }
     }
   }

@@ -51,6 +51,11 @@ struct Options {
   int workers = 1;
   size_t stack_bytes = 64 << 10;
   uint32_t detectors = ~0u;  // all on
+  // CUDA_EMU_HOST_GUARD=1: device allocations are page-mapped and inaccessible outside kernel
+  // launches and cuda* memory calls, so host code dereferencing a device pointer faults and is
+  // reported (memory.cc). Opt-in: not with the cuBLAS/NCCL stand-ins (their host code reads
+  // device memory) nor under AddressSanitizer (which owns SIGSEGV).
+  bool host_guard = false;
   bool On(Detector d) const { return (detectors & d) != 0; }
 };
 
