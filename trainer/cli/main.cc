@@ -28,6 +28,9 @@
 #include "trainer/comm/nccl_communicator.h"
 #endif
 #include "trainer/data/tsv.h"
+#if RINGMASTER_HAVE_CUDA_ENGINE
+#include "trainer/cuda/cuda_engine.h"
+#endif
 #include "trainer/dist/dist_context.h"
 #include "trainer/dist/rank_plan.h"
 #include "trainer/train/throughput_probe.h"
@@ -114,6 +117,34 @@ absl::Status BadJob(absl::Status s) {
   return s;
 }
 
+// train.device: cuda, when this binary is linked with the CUDA engine (trainer/cuda/: on a GPU, or
+// on the CPU under the CUDA emulator, RINGMASTER_CUDA_EMU). It computes in fp32 for now.
+rt::CudaEngineFactory CudaEngineFactory() {
+#if RINGMASTER_HAVE_CUDA_ENGINE
+  return [](const rt::JobSpec& job, const rt::BertConfig& config, const rt::ParamLayout& layout,
+            const float* initial,
+            int world_size) -> absl::StatusOr<std::unique_ptr<rt::StepEngine>> {
+    if (job.train.precision == rt::Precision::kFp16 ||
+        job.train.precision == rt::Precision::kBf16) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          job.source,
+          ": train.precision: ", std::string(ringmaster::jobspec::SettingName(job.train.precision)),
+          " is not built yet for train.device: cuda; the CUDA engine computes in fp32 (use "
+          "precision auto or fp32)"));
+    }
+    rt::cuda::CudaTrainerOptions options;
+    options.adam = rt::AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,
+                                    job.train.weight_decay};
+    RM_ASSIGN_OR_RETURN(std::unique_ptr<rt::cuda::CudaEngine> engine,
+                        rt::cuda::CudaEngine::Create(options, config, layout, initial, world_size));
+    ringmaster::LogInfo("train.device: cuda: the CUDA engine (fp32)");
+    return std::unique_ptr<rt::StepEngine>(std::move(engine));
+  };
+#else
+  return nullptr;
+#endif
+}
+
 absl::Status Train(const Args& a) {
   rt::JobSpec job;
   auto cfg = a.values.find("--config");
@@ -161,9 +192,8 @@ absl::Status Train(const Args& a) {
   }
   rt::CommChoice comm;
   comm.backend = job.distributed.backend;
-  // Every rank of this trainer computes on the CPU (train.device cuda is refused until the CUDA
-  // engine exists; it will pass its device here), so auto means Gloo.
-  comm.cuda_device = -1;
+  // A CUDA rank sees one GPU (the agent sets CUDA_VISIBLE_DEVICES to the planned one).
+  comm.cuda_device = job.train.device == rt::Device::kCuda ? 0 : -1;
 #if RINGMASTER_HAVE_NCCL
   comm.nccl = &rt::NcclCommunicator::Create;
 #endif
@@ -177,7 +207,8 @@ absl::Status Train(const Args& a) {
   RM_ASSIGN_OR_RETURN(auto dist, rt::DistContext::Create(
                                      env, job.distributed.sharding == rt::Sharding::kHybridShard,
                                      timeout, status.get(), comm));
-  absl::StatusOr<std::unique_ptr<rt::Trainer>> trainer = rt::Trainer::Create(job, dist.get());
+  absl::StatusOr<std::unique_ptr<rt::Trainer>> trainer =
+      rt::Trainer::Create(job, dist.get(), CudaEngineFactory());
   if (!trainer.ok()) {
     // Missing or malformed files and impossible settings are the job's fault; a lost peer
     // during the first collectives is not.

@@ -132,20 +132,29 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
   return r;
 }
 
-absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, DistContext* dist) {
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, DistContext* dist,
+                                                         const CudaEngineFactory& cuda) {
   std::unique_ptr<Trainer> t(new Trainer());
   // The job's settings first: a wrong one fails before anything is loaded.
-  RM_ASSIGN_OR_RETURN(CpuEngineOptions engine_options, CpuEngineOptionsForJob(job));
+  const bool on_cuda = job.train.device == jobspec::Device::kCuda;
+  if (on_cuda && !cuda) {
+    return absl::UnimplementedError(
+        absl::StrCat(job.source, ": train.device: cuda is not available in this build"));
+  }
+  CpuEngineOptions engine_options;
+  if (!on_cuda) {
+    RM_ASSIGN_OR_RETURN(engine_options, CpuEngineOptionsForJob(job));
+  }
   if (dist == nullptr) {
     DistEnv single;
     RM_ASSIGN_OR_RETURN(
         t->own_dist_,
-        DistContext::Create(single, engine_options.dp.sharding == Sharding::kHybridShard,
+        DistContext::Create(single, job.distributed.sharding == Sharding::kHybridShard,
                             absl::Seconds(300)));
     dist = t->own_dist_.get();
   }
   t->dist_ = dist;
-  RM_RETURN_IF_ERROR(ResolveAutoCompression(*dist, &engine_options));
+  if (!on_cuda) RM_RETURN_IF_ERROR(ResolveAutoCompression(*dist, &engine_options));
   const bool leader = dist->rank() == 0;
   RM_ASSIGN_OR_RETURN(LoadedModel model, LoadModelForJob(job));
   const int max_len = std::min(job.data.max_seq_len, model.config.max_position_embeddings);
@@ -177,10 +186,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   };
   const LoopWorld world{dist->rank(), dist->world_size(), dist->env().rank_weights};
   TrainPlan plan = MakeTrainPlan(job, world, data.train_keys);
-  RM_ASSIGN_OR_RETURN(
-      std::unique_ptr<CpuEngine> engine,
-      CpuEngine::Create(engine_options, model.config, model.layout, model.params.data(),
-                        plan.total_steps, plan.schedule.warmup_steps, *dist));
+  std::unique_ptr<StepEngine> engine;
+  if (on_cuda) {
+    RM_ASSIGN_OR_RETURN(
+        engine, cuda(job, model.config, model.layout, model.params.data(), dist->world_size()));
+  } else {
+    RM_ASSIGN_OR_RETURN(
+        engine, CpuEngine::Create(engine_options, model.config, model.layout, model.params.data(),
+                                  plan.total_steps, plan.schedule.warmup_steps, *dist));
+  }
   // The engine holds the parameters now (only a shard of them under full_shard).
   std::vector<float>().swap(model.params);
   if (leader) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/text/wordpiece.h"
+#include "trainer/train/step_engine.h"
 #include "trainer/train/train_loop.h"
 
 namespace ringmaster::trainer {
@@ -45,11 +47,19 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
                     const std::vector<EncodedExample>& data, int batch_size,
                     std::vector<float>* logits);
 
+// Builds the step engine of `train.device: cuda` from the loaded model (its config, layout and
+// initial parameters) for a world of `world_size` ranks. A binary linked with the CUDA engine
+// (trainer/cuda/cuda_engine.h) passes one to Trainer::Create; without it device cuda is refused.
+using CudaEngineFactory = std::function<absl::StatusOr<std::unique_ptr<StepEngine>>(
+    const JobSpec& job, const BertConfig& config, const ParamLayout& layout, const float* initial,
+    int world_size)>;
+
 class Trainer {
  public:
   // `dist` is this rank's context (null: a single process). It must outlive the trainer.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobSpec& job,
-                                                         DistContext* dist = nullptr);
+                                                         DistContext* dist = nullptr,
+                                                         const CudaEngineFactory& cuda = nullptr);
 
   // Where steps, evaluations and checkpoints are reported; not owned, must outlive Run.
   void set_metrics(TrainerMetrics* m) { loop_->set_metrics(m); }
