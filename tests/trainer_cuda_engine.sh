@@ -27,7 +27,8 @@ job cpu cpu 10
 job cuda cuda 10
 "$T" train --config "$work/cpu.yaml" >"$work/cpu.log" 2>&1 || { cat "$work/cpu.log"; exit 1; }
 if ! "$T" train --config "$work/cuda.yaml" >"$work/cuda.log" 2>&1; then
-  if grep -q "train.device: cuda is not available in this build\|no CUDA device" "$work/cuda.log"; then
+  if grep -qE "train.device: cuda is not available in this build|no usable CUDA device|no CUDA-capable device" \
+    "$work/cuda.log"; then
     echo "SKIP: $(tail -1 "$work/cuda.log")"
     exit 77
   fi
