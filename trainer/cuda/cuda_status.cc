@@ -14,7 +14,6 @@ absl::Status CudaStatus(cudaError_t error, const char* call, const char* file, i
   return absl::InternalError(message);
 }
 
-
 absl::Status CublasStatus(cublasStatus_t status, const char* call, const char* file, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   const std::string message =
