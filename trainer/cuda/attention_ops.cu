@@ -72,14 +72,20 @@ __global__ void AddInPlaceKernel(float* y, const float* r, size_t n) {
 
 #undef RM_GRID_STRIDE
 
+// Checks a rows <-> heads shape (non-negative, rows wide enough for NH heads of D) and gives the
+// element count.
+bool HeadsShape(int64_t ld, int B, int S, int NH, int D, size_t* n) {
+  if (B < 0 || S < 0 || NH < 0 || D < 0 || ld < static_cast<int64_t>(NH) * D) return false;
+  *n = static_cast<size_t>(B) * NH * S * D;
+  return true;
+}
+
 }  // namespace
 
 cudaError_t RowsToHeads(const float* rows, int64_t ld, float* heads, int B, int S, int NH, int D,
                         cudaStream_t stream) {
-  if (B < 0 || S < 0 || NH < 0 || D < 0 || ld < static_cast<int64_t>(NH) * D) {
-    return cudaErrorInvalidValue;
-  }
-  const size_t n = static_cast<size_t>(B) * NH * S * D;
+  size_t n = 0;
+  if (!HeadsShape(ld, B, S, NH, D, &n)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   RowsToHeadsKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, ld, heads, S, NH, D, n);
   return cudaGetLastError();
@@ -87,10 +93,8 @@ cudaError_t RowsToHeads(const float* rows, int64_t ld, float* heads, int B, int 
 
 cudaError_t HeadsToRows(const float* heads, float* rows, int64_t ld, int B, int S, int NH, int D,
                         cudaStream_t stream) {
-  if (B < 0 || S < 0 || NH < 0 || D < 0 || ld < static_cast<int64_t>(NH) * D) {
-    return cudaErrorInvalidValue;
-  }
-  const size_t n = static_cast<size_t>(B) * NH * S * D;
+  size_t n = 0;
+  if (!HeadsShape(ld, B, S, NH, D, &n)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   HeadsToRowsKernel<<<Blocks(n), kThreads, 0, stream>>>(heads, rows, ld, S, NH, D, n);
   return cudaGetLastError();

@@ -41,21 +41,6 @@ using bert_spec::kWord;
 using bert_spec::LayerIndex;
 using bert_spec::SiteSeed;
 
-class FlatDeviceAccess : public UnitAccess<float> {
- public:
-  FlatDeviceAccess(const std::vector<size_t>& unit_begin, const float* params, float* grads)
-      : unit_begin_(unit_begin), params_(params), grads_(grads) {}
-  const float* AcquireParams(int unit) override { return params_ + unit_begin_[unit]; }
-  void ReleaseParams(int) override {}
-  float* AcquireGrads(int unit) override { return grads_ + unit_begin_[unit]; }
-  void GradsDone(int) override {}
-
- private:
-  const std::vector<size_t>& unit_begin_;
-  const float* params_;
-  float* grads_;
-};
-
 #define RM_KERNEL(call) RM_CUDA_RETURN_IF_ERROR(call)
 
 }  // namespace
@@ -242,12 +227,12 @@ absl::Status CudaBertModel::Resize(int B, int S, bool hidden_dropout, bool atten
 
 absl::StatusOr<float> CudaBertModel::Forward(const float* params, const BertInputs& in,
                                              bool training, uint64_t dropout_seed) {
-  FlatDeviceAccess access(unit_begin_, params, nullptr);
+  FlatUnitAccess<float> access(unit_begin_, params, nullptr);
   return Forward(&access, in, training, dropout_seed);
 }
 
 absl::Status CudaBertModel::Backward(const float* params, float* grads, float loss_weight) {
-  FlatDeviceAccess access(unit_begin_, params, grads);
+  FlatUnitAccess<float> access(unit_begin_, params, grads);
   return Backward(&access, loss_weight);
 }
 

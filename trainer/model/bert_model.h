@@ -39,6 +39,24 @@ class UnitAccess {
   virtual void GradsDone(int unit) = 0;
 };
 
+// The single-process access: one flat buffer each for parameters and gradients (host or device
+// memory alike: it only offsets pointers). `unit_begin` is each unit's first flat index.
+template <typename T>
+class FlatUnitAccess : public UnitAccess<T> {
+ public:
+  FlatUnitAccess(const std::vector<size_t>& unit_begin, const T* params, T* grads)
+      : unit_begin_(unit_begin), params_(params), grads_(grads) {}
+  const T* AcquireParams(int unit) override { return params_ + unit_begin_[unit]; }
+  void ReleaseParams(int) override {}
+  T* AcquireGrads(int unit) override { return grads_ + unit_begin_[unit]; }
+  void GradsDone(int) override {}
+
+ private:
+  const std::vector<size_t>& unit_begin_;
+  const T* params_;
+  T* grads_;
+};
+
 template <typename T>
 class BertModel {
  public:
