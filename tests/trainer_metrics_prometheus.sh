@@ -18,20 +18,45 @@ model:
            max_position_embeddings: 64}
   vocab: data/vocab.txt
 data: {train: data/train.tsv, max_seq_len: 32}
-train: {max_steps: 1000000, global_batch_size: 16, micro_batch_size: 16, lr: 2.0e-3,
+train: {max_steps: 1000000, global_batch_size: 64, micro_batch_size: 64, lr: 3.0e-5,
         lr_schedule: constant, seed: 1}
 output: {dir: out, checkpoint_every_steps: 0}
 YAML
-OMP_NUM_THREADS=1 "$T" train --config "$work/job.yaml" --metrics-port 0 >"$work/trainer.out" 2>"$work/trainer.log" &
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+pport=$(free_port)
+
+# A real Prometheus scrapes the trainer every second. It starts first, so that its first scrapes
+# see the loss of the first steps. The job learns slowly on purpose (lr 3e-5, batch 64): its loss
+# falls over the whole half minute the test watches, from about 0.5 (mean of the first five
+# scrapes) to about 0.26 (the last five) at ~11k samples/s here, so step-to-step noise (±0.1) and
+# a slower machine cannot hide the fall. With lr 2e-3 and batch 16 it reached a noisy plateau
+# within a second and the means compared noise.
+cat >"$work/prometheus.yml" <<YAML2
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: ringmaster-trainer
+    static_configs: [{targets: ["127.0.0.1:$port"]}]
+YAML2
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+  --web.listen-address="127.0.0.1:$pport" >"$work/prometheus.log" 2>&1 &
 pids+=($!)
-port=""
+for _ in $(seq 1 300); do  # bounded wait until Prometheus serves its API
+  curl -sf "http://127.0.0.1:$pport/-/ready" >/dev/null && break
+  sleep 0.1
+done
+curl -sf "http://127.0.0.1:$pport/-/ready" >/dev/null || { echo "FAIL: Prometheus never got ready"; tail -5 "$work/prometheus.log"; exit 1; }
+
+OMP_NUM_THREADS=1 "$T" train --config "$work/job.yaml" --metrics-port "$port" >"$work/trainer.out" 2>"$work/trainer.log" &
+pids+=($!)
+served=""
 for _ in $(seq 1 300); do  # bounded wait for the log line that names the port
-  port=$(grep -o 'metrics on http://[^:]*:[0-9]*' "$work/trainer.log" | grep -o '[0-9]*$' || true)
-  [[ -n $port ]] && break
+  served=$(grep -o 'metrics on http://[^:]*:[0-9]*' "$work/trainer.log" | grep -o '[0-9]*$' || true)
+  [[ -n $served ]] && break
   if grep -q "no prometheus-cpp" "$work/trainer.log"; then echo "built without prometheus-cpp"; exit 77; fi
   sleep 0.1
 done
-[[ -n $port ]] || { echo "FAIL: trainer never served metrics"; cat "$work/trainer.log"; exit 1; }
+[[ $served == "$port" ]] || { echo "FAIL: trainer never served metrics on $port"; cat "$work/trainer.log"; exit 1; }
 
 # The exposition format is valid (promtool exits non-zero on errors; lint warnings are shown).
 for _ in $(seq 1 100); do
@@ -47,17 +72,6 @@ for name in ringmaster_trainer_samples_total ringmaster_trainer_tokens_total \
 done
 grep -q 'ringmaster_job="[^"]*",rank="0"' "$work/page.txt" || { echo "FAIL: no ringmaster_job/rank labels"; exit 1; }
 
-# A real Prometheus scrapes it.
-pport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$work/prometheus.yml" <<YAML
-global: {scrape_interval: 1s, evaluation_interval: 1s}
-scrape_configs:
-  - job_name: ringmaster-trainer
-    static_configs: [{targets: ["127.0.0.1:$port"]}]
-YAML
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
-  --web.listen-address="127.0.0.1:$pport" >"$work/prometheus.log" 2>&1 &
-pids+=($!)
 query() {  # PromQL → first value, or empty
   curl -sf "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$1" |
     python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null || true
@@ -76,7 +90,8 @@ read -r first last < <(curl -sf "http://127.0.0.1:$pport/api/v1/query" \
   --data-urlencode 'query=ringmaster_trainer_loss[5m]' | python3 -c '
 import json, sys
 v = [float(x[1]) for x in json.load(sys.stdin)["data"]["result"][0]["values"]]
-print(sum(v[:5]) / 5, sum(v[-5:]) / 5)')
+print(sum(v[:5]) / 5, sum(v[-5:]) / 5)
+print("scraped losses:", " ".join("%.3f" % x for x in v), file=sys.stderr)')
 echo "prometheus: samples/s $rate; loss, mean of the first 5 scrapes $first, of the last 5 $last"
 awk -v r="${rate:-0}" 'BEGIN { exit !(r > 0) }' || { echo "FAIL: Prometheus saw no samples/s"; exit 1; }
 awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f) }' || { echo "FAIL: loss did not fall"; exit 1; }
