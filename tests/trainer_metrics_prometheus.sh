@@ -10,6 +10,18 @@ command -v prometheus >/dev/null && command -v promtool >/dev/null || { echo "no
 work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+# Static TLS budget. glibc carves every module's static TLS out of each thread's stack, and
+# Debian's civetweb (under prometheus-cpp) gives its workers 100 KiB stacks. OpenBLAS alone takes
+# 60 KiB; a /metrics request needs ~35 KiB more. At 66.4 KB of TLS (4 KiB of emulated kernels'
+# __shared__ arrays as thread_local) every scrape overflowed the worker's stack (SIGSEGV).
+tls=0
+for f in "$T" $(ldd "$T" | awk '$3 ~ /^\// {print $3}'); do
+  s=$(readelf -lW "$f" | awk '$1 == "TLS" {print $6}')
+  [[ -n $s ]] && tls=$((tls + s))
+done
+echo "static TLS of the trainer and its libraries: $tls bytes"
+((tls <= 65536)) || { echo "FAIL: $tls bytes of static TLS leave civetweb's 100 KiB worker stacks too little for a /metrics request"; exit 1; }
+
 "$T" gen-data --out "$work/data" --train 2000 --dev 40 --seed 3 >/dev/null
 cat >"$work/job.yaml" <<YAML
 name: metrics-test

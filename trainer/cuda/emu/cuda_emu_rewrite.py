@@ -3,7 +3,9 @@
 
   k<<<grid, block[, shared[, stream]]>>>(args)  ->  ::cuda_emu::Launch("k", k, grid, block, ...)(args)
   extern __shared__ T name[];                   ->  T* name = reinterpret_cast<T*>(::cuda_emu::DynamicShared());
-  __shared__ T name[N]...;                      ->  the same, then ::cuda_emu::RegisterShared(&name, sizeof name);
+  __shared__ T name[N]...;                      ->  T (&name)[N]... bound to a per-thread heap copy
+                                                    (::cuda_emu::StaticShared, 8 bytes of TLS), then
+                                                    ::cuda_emu::RegisterShared(&name, sizeof name)
                                                     (the race detector learns the variable's extent)
 
 Line numbers are kept (#line and no added newlines), so compiler errors, sanitizer reports and
@@ -22,7 +24,7 @@ LAUNCH = re.compile(r"([A-Za-z_][\w:]*(?:\s*<[^<>;]*>)?)\s*<<<(.*?)>>>", re.S)
 DYNAMIC = re.compile(
     r"extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([\w:<>\s\*]+?)\s+(\w+)\s*\[\s*\]\s*;")
 STATIC = re.compile(
-    r"(?<!extern )(__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?[\w:<>\s\*]+?\s+(\w+)\s*(?:\[[^\];]*\]\s*)*;)")
+    r"(?<!extern )__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([\w:<>\s\*]+?)\s+(\w+)\s*((?:\[[^\];]*\]\s*)*);")
 
 
 def launch(m):
@@ -33,8 +35,16 @@ def launch(m):
 out = LAUNCH.sub(launch, src)
 out = DYNAMIC.sub(lambda m: "%s* %s = reinterpret_cast<%s*>(::cuda_emu::DynamicShared());"
                   % (m.group(1), m.group(2), m.group(1)), out)
-out = STATIC.sub(lambda m: "%s ::cuda_emu::RegisterShared(&%s, sizeof %s);"
-                 % (m.group(1), m.group(2), m.group(2)), out)
+
+
+def static_shared(m):
+    ty, name, dims = m.group(1), m.group(2), m.group(3).strip()
+    return ("static thread_local ::cuda_emu::StaticShared<%s %s> %s_emu_shared; "
+            "%s (&%s)%s = %s_emu_shared.get(); ::cuda_emu::RegisterShared(&%s, sizeof %s);"
+            % (ty, dims, name, ty, name, dims, name, name, name))
+
+
+out = STATIC.sub(static_shared, out)
 with open(out_path, "w") as f:
     f.write('#line 1 "%s"\n' % src_path)
     f.write(out)

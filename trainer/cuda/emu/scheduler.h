@@ -6,6 +6,8 @@
 // blocks is the schedule (options.h), so a test can run a kernel under several interleavings.
 #pragma once
 
+#include <memory>
+
 #include <cuda_runtime.h>
 
 #include <boost/context/detail/fcontext.hpp>
@@ -75,5 +77,24 @@ void ParkAtWarp(unsigned mask, WarpOp op, int arg, int width, int pred, const vo
 unsigned ParkAtBlock(BlockOp op, int pred, const char* file, int line);
 
 inline void* DynamicShared() { return tl_block->dyn.data(); }
+
+// Storage of one static __shared__ variable (T, an array type as a rule) for the blocks the
+// owning OS thread runs, on the heap. A thread_local array would sit in the static TLS of every
+// thread of the process, which glibc carves out of each thread's stack, also of threads that never
+// run a kernel: a web server's 100 KiB worker stacks overflowed with 4 KiB of kernel arrays there.
+template <typename T>
+class StaticShared {
+ public:
+  T& get() {
+    if (!storage_) storage_.reset(new Storage);  // uninitialised, as shared memory is
+    return storage_->value;
+  }
+
+ private:
+  struct alignas(64) Storage {
+    T value;
+  };
+  std::unique_ptr<Storage> storage_;
+};
 
 }  // namespace cuda_emu
