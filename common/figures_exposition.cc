@@ -157,6 +157,30 @@ std::vector<MetricFamily> TrainerFamilies(const std::vector<LabeledFigures>& ran
             {{{"kind", "peak_transient"}}, static_cast<double>(f.state_peak_transient_bytes)});
         return out;
       });
+  fam.Multi("ringmaster_trainer_gpu_memory_bytes",
+            "Device memory of this rank's engine: allocated now, peak allocated, and the "
+            "activation arena (part of allocated)",
+            T::Gauge, [](const RankFigures& f) {
+              std::vector<std::pair<Labels, double>> out;
+              if (!f.has_device) return out;
+              auto d = [](uint64_t b) { return static_cast<double>(b); };
+              out.push_back({{{"kind", "allocated"}}, d(f.device.allocated_bytes)});
+              out.push_back({{{"kind", "peak"}}, d(f.device.peak_allocated_bytes)});
+              out.push_back({{{"kind", "arena"}}, d(f.device.arena_bytes)});
+              return out;
+            });
+  fam.Scalar("ringmaster_trainer_gpu_step_seconds",
+             "GPU time of the last step (CUDA events on the engine's stream)", T::Gauge,
+             [](const RankFigures& f, double* v) {
+               *v = f.device.step_seconds;
+               return f.has_device;
+             });
+  fam.Scalar("ringmaster_trainer_gpu_busy_seconds_total",
+             "GPU time of all steps; its rate is the share of wall time the GPU computed",
+             T::Counter, [](const RankFigures& f, double* v) {
+               *v = f.device.busy_seconds_total;
+               return f.has_device;
+             });
   // Raw gather bytes equal the wire bytes: parameters travel uncompressed.
   fam.Multi("ringmaster_trainer_comm_bytes_total",
             "Bytes this rank sent in collectives, by operation; wire=raw is what fp32 would have "

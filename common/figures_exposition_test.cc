@@ -76,6 +76,26 @@ TEST(FiguresExpositionTest, RendersEveryRankWithItsLabels) {
   // No evaluation and no memory figures yet: those families are absent.
   EXPECT_FALSE(absl::StrContains(text, "ringmaster_trainer_eval_accuracy"));
   EXPECT_FALSE(absl::StrContains(text, "ringmaster_trainer_state_bytes"));
+  EXPECT_FALSE(absl::StrContains(text, "ringmaster_trainer_gpu_"));
+}
+
+// A rank on a GPU: its device memory by kind, the last step's GPU time and the GPU-busy counter.
+TEST(FiguresExpositionTest, RendersAGpuRanksDeviceFigures) {
+  auto s = RankStatus::CreateAnonymous();
+  s->OnStart(1, 10);
+  s->OnDevice(DeviceFigures{3000, 5000, 700, 0.0625, 2.5});
+  const std::string text = Render({{{{"ringmaster_job", "j-1"}, {"rank", "0"}}, s->Snapshot()}}, 0);
+  const std::string l = "{ringmaster_job=\"j-1\",rank=\"0\"";
+  EXPECT_TRUE(absl::StrContains(
+      text, "ringmaster_trainer_gpu_memory_bytes" + l + ",kind=\"allocated\"} 3000"))
+      << text;
+  EXPECT_TRUE(
+      absl::StrContains(text, "ringmaster_trainer_gpu_memory_bytes" + l + ",kind=\"peak\"} 5000"));
+  EXPECT_TRUE(
+      absl::StrContains(text, "ringmaster_trainer_gpu_memory_bytes" + l + ",kind=\"arena\"} 700"));
+  EXPECT_TRUE(absl::StrContains(text, "ringmaster_trainer_gpu_step_seconds" + l + "} 0.0625"));
+  EXPECT_TRUE(absl::StrContains(text, "ringmaster_trainer_gpu_busy_seconds_total" + l + "} 2.5"));
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE ringmaster_trainer_gpu_busy_seconds_total counter"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ class NullMetrics : public TrainerMetrics {
   void OnEval(double, double) override {}
   void OnCheckpoint(double, uint64_t) override {}
   void OnMemory(uint64_t, uint64_t) override {}
+  void OnDevice(const DeviceFigures&) override {}
 };
 
 }  // namespace

@@ -39,6 +39,7 @@ struct RankStatusBlock {
   A ckpt_buckets[kCheckpointBuckets], ckpt_sum_ns, ckpt_count, ckpt_bytes;
   A gather_bytes, reduce_raw_bytes, reduce_wire_bytes;
   A has_memory, state_persistent, state_peak;
+  A has_device, gpu_allocated, gpu_peak, gpu_arena, gpu_step_ns, gpu_busy_ns;
 };
 
 namespace {
@@ -130,6 +131,12 @@ RankFigures Read(const RankStatusBlock& b) {
   f.has_memory = Get(b.has_memory) != 0;
   f.state_persistent_bytes = Get(b.state_persistent);
   f.state_peak_transient_bytes = Get(b.state_peak);
+  f.has_device = Get(b.has_device) != 0;
+  f.device.allocated_bytes = Get(b.gpu_allocated);
+  f.device.peak_allocated_bytes = Get(b.gpu_peak);
+  f.device.arena_bytes = Get(b.gpu_arena);
+  f.device.step_seconds = static_cast<double>(Get(b.gpu_step_ns)) * 1e-9;
+  f.device.busy_seconds_total = static_cast<double>(Get(b.gpu_busy_ns)) * 1e-9;
   return f;
 }
 
@@ -240,6 +247,15 @@ void RankStatus::OnMemory(uint64_t persistent_bytes, uint64_t peak_transient_byt
   Set(block_->state_persistent, persistent_bytes);
   Set(block_->state_peak, peak_transient_bytes);
   Set(block_->has_memory, 1);
+}
+
+void RankStatus::OnDevice(const DeviceFigures& d) {
+  Set(block_->gpu_allocated, d.allocated_bytes);
+  Set(block_->gpu_peak, d.peak_allocated_bytes);
+  Set(block_->gpu_arena, d.arena_bytes);
+  Set(block_->gpu_step_ns, Nanos(d.step_seconds));
+  Set(block_->gpu_busy_ns, Nanos(d.busy_seconds_total));
+  Set(block_->has_device, 1);
 }
 
 void RankStatus::OnEnter(uint64_t seq, Collective op) {

@@ -56,6 +56,8 @@ struct RankFigures {
   uint64_t gather_bytes = 0, reduce_raw_bytes = 0, reduce_wire_bytes = 0;
   bool has_memory = false;
   uint64_t state_persistent_bytes = 0, state_peak_transient_bytes = 0;
+  bool has_device = false;  // the rank trains on a GPU
+  DeviceFigures device;
 
   double comm_seconds_total() const;
 };
@@ -78,6 +80,7 @@ class RankStatus : public TrainerMetrics, public CollectiveObserver {
   void OnEval(double loss, double accuracy) override;
   void OnCheckpoint(double seconds, uint64_t bytes) override;
   void OnMemory(uint64_t persistent_bytes, uint64_t peak_transient_bytes) override;
+  void OnDevice(const DeviceFigures& device) override;
 
   // CollectiveObserver (called from whichever thread runs the collective).
   void OnEnter(uint64_t seq, Collective op) override;

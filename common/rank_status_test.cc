@@ -46,6 +46,7 @@ TEST(RankStatusTest, FileReaderSeesWhatTheWriterRecorded) {
   s.OnEval(0.5, 0.875);
   s.OnCheckpoint(0.2, 4096);
   s.OnMemory(1000, 250);
+  s.OnDevice(DeviceFigures{3000, 5000, 700, 0.0625, 2.5});
   s.OnEnter(41, Collective::kAllGather);
   s.OnLeave(41, Collective::kAllGather, 0.125);
   s.OnEnter(42, Collective::kReduceScatterSum);
@@ -79,6 +80,12 @@ TEST(RankStatusTest, FileReaderSeesWhatTheWriterRecorded) {
   EXPECT_EQ(r.reduce_wire_bytes, 220u);
   EXPECT_TRUE(r.has_memory);
   EXPECT_EQ(r.state_persistent_bytes, 1000u);
+  EXPECT_TRUE(r.has_device);
+  EXPECT_EQ(r.device.allocated_bytes, 3000u);
+  EXPECT_EQ(r.device.peak_allocated_bytes, 5000u);
+  EXPECT_EQ(r.device.arena_bytes, 700u);
+  EXPECT_NEAR(r.device.step_seconds, 0.0625, 1e-9);
+  EXPECT_NEAR(r.device.busy_seconds_total, 2.5, 1e-9);
   EXPECT_EQ(r.collective_seq, 42u);
   EXPECT_EQ(r.collective_op, Collective::kReduceScatterSum);
   EXPECT_TRUE(r.in_collective);

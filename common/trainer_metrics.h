@@ -27,6 +27,16 @@ struct CommTotals {
   uint64_t reduce_raw_bytes = 0, reduce_wire_bytes = 0;
 };
 
+// A rank that trains on a GPU: its device memory and the GPU time of its steps (CUDA events
+// around the step's work on its stream; wall time minus this is host overhead and waiting).
+struct DeviceFigures {
+  uint64_t allocated_bytes = 0;       // device memory the engine holds now
+  uint64_t peak_allocated_bytes = 0;  // the most it has held
+  uint64_t arena_bytes = 0;           // of which the activation arena
+  double step_seconds = 0;            // GPU time of the last step
+  double busy_seconds_total = 0;      // GPU time of all steps since the start
+};
+
 class TrainerMetrics {
  public:
   virtual ~TrainerMetrics() = default;
@@ -35,6 +45,7 @@ class TrainerMetrics {
   virtual void OnEval(double loss, double accuracy) = 0;
   virtual void OnCheckpoint(double seconds, uint64_t bytes) = 0;
   virtual void OnMemory(uint64_t persistent_bytes, uint64_t peak_transient_bytes) = 0;
+  virtual void OnDevice(const DeviceFigures& device) = 0;
 };
 
 std::unique_ptr<TrainerMetrics> MakeNullMetrics();

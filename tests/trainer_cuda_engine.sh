@@ -4,7 +4,7 @@
 # it runs under the CUDA emulator, RINGMASTER_CUDA_EMU): the same job on the CPU engine and on the
 # CUDA engine, dropout on, gives the same loss curve (the same masks for the same seed; fp32 up to
 # summation order) and dev accuracy; the CUDA run's checkpoint resumes on the CPU engine; its
-# exported model predicts; half precision on the CUDA engine is refused as a bad job (not built
+# exported model predicts; its rank report carries GPU memory and busy time; half precision on the CUDA engine is refused as a bad job (not built
 # yet). Skips (77) when the binary has no CUDA engine or no CUDA device is visible.
 set -euo pipefail
 T=${TRAINER:?}
@@ -47,6 +47,19 @@ echo "dev accuracy: cpu $(acc cpu), cuda $(acc cuda)"
 [[ -n $(acc cuda) ]] || { echo "FAIL: no evaluation on the CUDA engine"; exit 1; }
 awk -v a="$(acc cpu)" -v b="$(acc cuda)" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.05) }' ||
   { echo "FAIL: dev accuracy differs"; exit 1; }
+# The CUDA run reports its GPU figures in its rank report (the CPU run has none).
+python3 - "$work/cuda/ranks/rank-0.json" "$work/cpu/ranks/rank-0.json" <<'PY' || exit 1
+import json, sys
+g, c = (json.load(open(p)) for p in sys.argv[1:])
+if "gpu" in c: sys.exit("FAIL: the CPU run reports GPU figures")
+d = g.get("gpu") or sys.exit("FAIL: the CUDA run's rank report has no GPU figures")
+print("cuda run: GPU memory %d bytes peak (arena %d), busy %.3f s of %.3f s training"
+      % (d["peak_allocated_bytes"], d["arena_bytes"], d["busy_seconds"], g["train_seconds"]))
+if not (0 < d["arena_bytes"] < d["allocated_bytes"] <= d["peak_allocated_bytes"]):
+    sys.exit("FAIL: GPU memory figures out of order")
+if not (0 < d["busy_seconds"] <= g["train_seconds"]):
+    sys.exit("FAIL: GPU busy time not within the training time")
+PY
 # The CUDA run's step-5 checkpoint resumes on the CPU engine and reaches the same end.
 mkdir -p "$work/resume"
 cp -r "$work/cuda/checkpoints" "$work/resume/" 2>/dev/null || cp -r "$work/cuda/." "$work/resume/"

@@ -97,6 +97,7 @@ EngineFigures CudaEngine::figures() const {
   EngineFigures f;
   f.persistent_bytes = 3 * layout_.total * sizeof(float) + layout_.total;  // + decay mask
   f.peak_transient_bytes = state_->device_bytes() - f.persistent_bytes;
+  f.device = state_->figures();
   return f;
 }
 

@@ -151,6 +151,36 @@ TEST_F(CudaEngineTest, CheckpointsMoveBetweenGpuAndCpuEngines) {
   }
 }
 
+// The engine reports its device memory (state + arena, peak) and the GPU time of its steps.
+TEST_F(CudaEngineTest, ReportsDeviceMemoryAndGpuStepTime) {
+  auto gpu = CudaEngine::Create(CudaTrainerOptions{}, config_, layout_, initial_.data(), 1);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const EngineFigures before = (*gpu)->figures();
+  ASSERT_TRUE(before.device.has_value());
+  EXPECT_EQ(before.device->arena_bytes, 0u);  // no forward yet
+  EXPECT_EQ(before.device->busy_seconds_total, 0.0);
+  const uint64_t state_bytes = 4 * layout_.total * sizeof(float);  // params, grads, 2 moments
+  EXPECT_GE(before.device->allocated_bytes, state_bytes);
+
+  TrainSteps(**gpu, 1);
+  std::vector<float> sync;
+  ASSERT_TRUE((*gpu)->GatherFullParams(&sync).ok());  // the step's kernels have finished
+  const EngineFigures one = (*gpu)->figures();
+  ASSERT_TRUE(one.device.has_value());
+  EXPECT_GT(one.device->arena_bytes, 0u);
+  EXPECT_EQ(one.device->allocated_bytes, before.device->allocated_bytes + one.device->arena_bytes);
+  EXPECT_GE(one.device->peak_allocated_bytes, one.device->allocated_bytes);
+  EXPECT_GT(one.device->step_seconds, 0.0);
+  EXPECT_DOUBLE_EQ(one.device->busy_seconds_total, one.device->step_seconds);
+
+  TrainSteps(**gpu, 2);
+  ASSERT_TRUE((*gpu)->GatherFullParams(&sync).ok());
+  const EngineFigures three = (*gpu)->figures();
+  EXPECT_GT(three.device->busy_seconds_total,
+            one.device->busy_seconds_total + three.device->step_seconds * 0.5);
+  EXPECT_EQ(three.device->arena_bytes, one.device->arena_bytes);  // same shape: no growth
+}
+
 TEST_F(CudaEngineTest, SeveralRanksAreRefusedNamingTheWorld) {
   auto e = CudaEngine::Create(CudaTrainerOptions{}, config_, layout_, initial_.data(), 2);
   ASSERT_FALSE(e.ok());

@@ -1,5 +1,6 @@
 #include "trainer/cuda/cuda_trainer_state.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_format.h"
@@ -29,6 +30,8 @@ absl::StatusOr<std::unique_ptr<CudaTrainerState>> CudaTrainerState::Create(
   s->options_ = options;
   s->n_ = layout.total;
   RM_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&s->stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->step_begin_));
+  RM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->step_end_));
   RM_RETURN_IF_ERROR(Alloc(&s->params_, s->n_));
   RM_RETURN_IF_ERROR(Alloc(&s->grads_, s->n_));
   RM_RETURN_IF_ERROR(Alloc(&s->exp_avg_, s->n_));
@@ -57,10 +60,17 @@ CudaTrainerState::~CudaTrainerState() {
         static_cast<void*>(norm_scratch_), static_cast<void*>(norm_)}) {
     if (p != nullptr) cudaFree(p);
   }
+  if (step_begin_ != nullptr) cudaEventDestroy(step_begin_);
+  if (step_end_ != nullptr) cudaEventDestroy(step_end_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
 absl::Status CudaTrainerState::BeginStep() {
+  // The previous step's end event is re-recorded below: read its time first (its optimizer
+  // kernels are the only work that can still be running).
+  ReadStepTime(/*wait=*/true);
+  RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_begin_, stream_));
+  step_open_ = true;
   RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads_, 0, n_ * sizeof(float), stream_));
   return absl::OkStatus();
 }
@@ -70,6 +80,7 @@ absl::StatusOr<float> CudaTrainerState::ForwardBackward(const BertInputs& in, fl
   RM_ASSIGN_OR_RETURN(const float loss,
                       model_->Forward(params_, in, /*training=*/true, dropout_seed));
   RM_RETURN_IF_ERROR(model_->Backward(params_, grads_, loss_weight));
+  peak_bytes_ = std::max(peak_bytes_, device_bytes());
   return loss;
 }
 
@@ -79,13 +90,53 @@ absl::StatusOr<double> CudaTrainerState::FinishStep(double lr, double max_grad_n
   RM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(&norm, norm_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  if (!std::isfinite(norm)) return norm;  // nothing applied; the loop fails the step
+  if (!std::isfinite(norm)) {  // nothing applied; the loop fails the step
+    RM_RETURN_IF_ERROR(EndStepTiming());
+    return norm;
+  }
   RM_CUDA_RETURN_IF_ERROR(ClipGradNorm(grads_, n_, max_grad_norm, norm_scratch_, norm_, stream_));
   ++step_;
   RM_CUDA_RETURN_IF_ERROR(AdamWStep(params_, grads_, exp_avg_, exp_avg_sq_, decay_mask_, n_, step_,
                                     lr, options_.adam.beta1, options_.adam.beta2, options_.adam.eps,
                                     options_.adam.weight_decay, stream_));
+  RM_RETURN_IF_ERROR(EndStepTiming());
   return norm;
+}
+
+absl::Status CudaTrainerState::EndStepTiming() {
+  if (!step_open_) return absl::OkStatus();
+  RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_end_, stream_));
+  step_open_ = false;
+  step_pending_ = true;
+  return absl::OkStatus();
+}
+
+void CudaTrainerState::ReadStepTime(bool wait) const {
+  if (!step_pending_) return;
+  if (wait) {
+    if (cudaEventSynchronize(step_end_) != cudaSuccess) return;
+  } else if (const cudaError_t q = cudaEventQuery(step_end_); q != cudaSuccess) {
+    // Still running: read next time. Not-ready is not an error; keep it out of the last error
+    // that the next launch check reads.
+    if (q == cudaErrorNotReady) (void)cudaGetLastError();
+    return;
+  }
+  float ms = 0;
+  if (cudaEventElapsedTime(&ms, step_begin_, step_end_) != cudaSuccess) return;
+  step_pending_ = false;
+  last_step_seconds_ = ms * 1e-3;
+  busy_seconds_ += last_step_seconds_;
+}
+
+DeviceFigures CudaTrainerState::figures() const {
+  ReadStepTime(/*wait=*/false);
+  DeviceFigures f;
+  f.allocated_bytes = device_bytes();
+  f.peak_allocated_bytes = std::max(peak_bytes_, f.allocated_bytes);
+  f.arena_bytes = model_->arena_bytes();
+  f.step_seconds = last_step_seconds_;
+  f.busy_seconds_total = busy_seconds_;
+  return f;
 }
 
 absl::StatusOr<float> CudaTrainerState::EvalForward(const BertInputs& in) {

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/trainer_metrics.h"
 #include "jobspec/bert_config.h"
 #include "trainer/cuda/bert_cuda_model.h"
 #include "trainer/cuda/gemm.h"
@@ -66,6 +67,10 @@ class CudaTrainerState {
   cudaStream_t stream() const { return stream_; }
   // Device bytes held: state buffers + GEMM workspace + activation arena (after a forward).
   size_t device_bytes() const;
+  // Memory (now, peak, arena) and the GPU time of the steps (CUDA events around BeginStep ..
+  // FinishStep). A step's time is read once its events completed without waiting for them, so
+  // right after FinishStep it can still be the previous step's.
+  DeviceFigures figures() const;
 
  private:
   CudaTrainerState() = default;
@@ -80,6 +85,14 @@ class CudaTrainerState {
   double* norm_ = nullptr;
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<CudaBertModel> model_;
+  // Step timing: begin/end recorded on stream_; read when the end event has completed.
+  absl::Status EndStepTiming();  // records step_end_ after the step's last kernel
+  void ReadStepTime(bool wait) const;
+  cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;
+  bool step_open_ = false;             // BeginStep recorded step_begin_, FinishStep not yet
+  mutable bool step_pending_ = false;  // step_end_ recorded, its time not read yet
+  mutable double last_step_seconds_ = 0, busy_seconds_ = 0;
+  size_t peak_bytes_ = 0;
 };
 
 }  // namespace ringmaster::trainer::cuda

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -129,7 +130,12 @@ class FakeEngine : public StepEngine {
     *out = {w_};
     return absl::OkStatus();
   }
-  EngineFigures figures() const override { return EngineFigures{12, 0, CommTotals{}}; }
+  EngineFigures figures() const override {
+    EngineFigures f{12, 0, CommTotals{}};
+    f.device = device;
+    return f;
+  }
+  std::optional<DeviceFigures> device;  // what figures() reports as a GPU engine's
 
   float w() const { return w_; }
 

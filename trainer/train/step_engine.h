@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,9 +50,10 @@ struct ForwardOutput {
 
 // What the engine holds and has sent, for metrics and the per-rank report.
 struct EngineFigures {
-  uint64_t persistent_bytes = 0;      // parameters, gradients, optimizer state, always held
-  uint64_t peak_transient_bytes = 0;  // gathered weights, unit gradients, comm scratch: peak
-  CommTotals comm;                    // bytes sent since the start
+  uint64_t persistent_bytes = 0;        // parameters, gradients, optimizer state, always held
+  uint64_t peak_transient_bytes = 0;    // gathered weights, unit gradients, comm scratch: peak
+  CommTotals comm;                      // bytes sent since the start
+  std::optional<DeviceFigures> device;  // an engine on a GPU: its memory and GPU step time
 };
 
 class StepEngine {

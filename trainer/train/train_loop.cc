@@ -357,6 +357,7 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         const EngineFigures ef = engine_->figures();
         metrics_->OnStep(fig, ef.comm);
         metrics_->OnMemory(ef.persistent_bytes, ef.peak_transient_bytes);
+        if (ef.device) metrics_->OnDevice(*ef.device);
         if (cursor_ >= plan_size) {
           if (!data_.eval.empty()) {
             RM_ASSIGN_OR_RETURN(result.eval, EvaluateAll());
@@ -417,6 +418,14 @@ absl::Status TrainLoop::Finish(double train_seconds, TrainResult* result) {
   }
   const EngineFigures ef = engine_->figures();
   metrics_->OnMemory(ef.persistent_bytes, ef.peak_transient_bytes);
+  if (ef.device) {
+    metrics_->OnDevice(*ef.device);
+    LogInfo(absl::StrFormat(
+        "rank %d: GPU memory %.1f MiB allocated (%.1f MiB activation arena), %.1f MiB peak; GPU "
+        "busy %.2f s of %.2f s training",
+        world_.rank, ef.device->allocated_bytes / 1048576.0, ef.device->arena_bytes / 1048576.0,
+        ef.device->peak_allocated_bytes / 1048576.0, ef.device->busy_seconds_total, train_seconds));
+  }
   LogInfo(absl::StrFormat(
       "rank %d: state memory %.1f MiB persistent + %.1f MiB peak transient; sent %.1f MiB "
       "gathers, %.1f MiB reductions (%.1f MiB as fp32)",
@@ -426,7 +435,7 @@ absl::Status TrainLoop::Finish(double train_seconds, TrainResult* result) {
   // Per-rank figures for benchmarks and tests: output.dir/ranks/rank-<r>.json.
   const fs::path ranks_dir = fs::path(job_.output.dir) / "ranks";
   RM_RETURN_IF_ERROR(MakeDirs(ranks_dir.string()));
-  const nlohmann::json stats = {
+  nlohmann::json stats = {
       {"rank", world_.rank},
       {"world_size", world_.world_size},
       {"sharding", std::string(jobspec::SettingName(job_.distributed.sharding))},
@@ -440,6 +449,12 @@ absl::Status TrainLoop::Finish(double train_seconds, TrainResult* result) {
       {"train_seconds", train_seconds},
       {"train_rows", data_.train->size()},
       {"encoded_train_rows", encoded_train_rows_.load()}};
+  if (ef.device) {
+    stats["gpu"] = {{"allocated_bytes", ef.device->allocated_bytes},
+                    {"peak_allocated_bytes", ef.device->peak_allocated_bytes},
+                    {"arena_bytes", ef.device->arena_bytes},
+                    {"busy_seconds", ef.device->busy_seconds_total}};
+  }
   RM_RETURN_IF_ERROR(WriteFileAtomic(
       (ranks_dir / absl::StrCat("rank-", world_.rank, ".json")).string(), stats.dump(2) + "\n"));
   return engine_->Barrier();  // nobody exits before the export is written

@@ -10,12 +10,14 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
+#include "common/rank_status.h"
 #include "trainer/train/fake_engine.h"
 #include "trainer/train/sharded_checkpoint.h"
 
@@ -205,6 +207,36 @@ TEST_F(TrainLoopTest, EvaluatesAtEveryEpochEndAndExportsAtTheEnd) {
   EXPECT_EQ(r->export_dir, job.output.dir + "/final");
   EXPECT_EQ(exported_w_, fake->w());
   EXPECT_TRUE(fs::exists(job.output.dir + "/ranks/rank-0.json"));
+}
+
+// An engine on a GPU reports its device figures: the loop passes them to the metrics after every
+// step and writes them into the rank report; a CPU engine's report has none.
+TEST_F(TrainLoopTest, ReportsAGpuEnginesDeviceFiguresToTheMetricsAndTheRankReport) {
+  for (const bool gpu : {false, true}) {
+    JobSpec job = Job(gpu ? "out-gpu" : "out-cpu", 20);
+    auto engine = std::make_unique<FakeEngine>();
+    if (gpu) engine->device = DeviceFigures{4096, 8192, 1024, 0.25, 1.5};
+    auto loop = Loop(job, std::move(engine));
+    std::unique_ptr<RankStatus> status = RankStatus::CreateAnonymous();
+    loop->set_metrics(status.get());
+    absl::StatusOr<TrainResult> r = loop->Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+    const RankFigures f = status->Snapshot();
+    EXPECT_EQ(f.has_device, gpu);
+    absl::StatusOr<std::string> report = ReadFile(job.output.dir + "/ranks/rank-0.json");
+    ASSERT_TRUE(report.ok()) << report.status();
+    const nlohmann::json j = nlohmann::json::parse(*report);
+    EXPECT_EQ(j.contains("gpu"), gpu);
+    if (!gpu) continue;
+    EXPECT_EQ(f.device.allocated_bytes, 4096u);
+    EXPECT_EQ(f.device.peak_allocated_bytes, 8192u);
+    EXPECT_EQ(f.device.arena_bytes, 1024u);
+    EXPECT_DOUBLE_EQ(f.device.step_seconds, 0.25);
+    EXPECT_DOUBLE_EQ(f.device.busy_seconds_total, 1.5);
+    EXPECT_EQ(j["gpu"]["peak_allocated_bytes"], 8192);
+    EXPECT_EQ(j["gpu"]["arena_bytes"], 1024);
+    EXPECT_DOUBLE_EQ(j["gpu"]["busy_seconds"].get<double>(), 1.5);
+  }
 }
 
 TEST_F(TrainLoopTest, AStopRequestCheckpointsAndAResumeContinuesLikeAnUninterruptedRun) {
