@@ -73,6 +73,24 @@ first_step=$(grep -o '"step":[0-9]*' "$work/resume/metrics.jsonl" | head -1 | cu
 last() { losses "$1" | tail -1; }
 awk -v a="$(last cuda)" -v b="$(last resume)" 'BEGIN { d = a - b; if (d < 0) d = -d;
   printf "step 10 loss: cuda %s, cpu resumed from the cuda checkpoint %s\n", a, b; exit !(d / a < 1e-3) }'
+# train.device: auto takes a real GPU, never the emulator's device; the coordinator's plan
+# (RINGMASTER_DEVICE, set by the agent per rank) overrides it.
+job auto auto 3
+"$T" train --config "$work/auto.yaml" >"$work/auto.log" 2>&1 || { cat "$work/auto.log"; exit 1; }
+chose=$(grep -o "train.device auto: .*" "$work/auto.log" || true)
+echo "$chose"
+if [[ $chose == *emulator* ]]; then
+  [[ $chose == "train.device auto: cpu "* ]] && ! grep -q "the CUDA engine" "$work/auto.log" ||
+    { cat "$work/auto.log"; echo "FAIL: auto chose the emulator's device"; exit 1; }
+else
+  [[ $chose == "train.device auto: cuda "* ]] && grep -q "the CUDA engine" "$work/auto.log" ||
+    { cat "$work/auto.log"; echo "FAIL: auto did not take the GPU"; exit 1; }
+fi
+job auto planned 3
+RINGMASTER_DEVICE=cuda "$T" train --config "$work/planned.yaml" >"$work/planned.log" 2>&1 ||
+  { cat "$work/planned.log"; exit 1; }
+grep -q "the CUDA engine" "$work/planned.log" && ! grep -q "train.device auto" "$work/planned.log" ||
+  { cat "$work/planned.log"; echo "FAIL: RINGMASTER_DEVICE=cuda did not run the CUDA engine"; exit 1; }
 # The export predicts.
 "$T" predict --model "$work/cuda/final" --input "$work/data/dev.tsv" --output "$work/pred.tsv" \
   >/dev/null 2>&1

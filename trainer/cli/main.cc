@@ -30,9 +30,11 @@
 #include "trainer/data/tsv.h"
 #if RINGMASTER_HAVE_CUDA_ENGINE
 #include "trainer/cuda/cuda_engine.h"
+#include "trainer/cuda/gpu_probe.h"
 #endif
 #include "trainer/dist/dist_context.h"
 #include "trainer/dist/rank_plan.h"
+#include "trainer/train/device_choice.h"
 #include "trainer/train/throughput_probe.h"
 #include "trainer/train/trainer.h"
 
@@ -145,6 +147,15 @@ rt::CudaEngineFactory CudaEngineFactory() {
 #endif
 }
 
+// The GPU this process sees, for train.device: auto.
+rt::GpuProbe ProbeGpu() {
+#if RINGMASTER_HAVE_CUDA_ENGINE
+  return rt::cuda::ProbeGpu();
+#else
+  return rt::GpuProbe{};
+#endif
+}
+
 absl::Status Train(const Args& a) {
   rt::JobSpec job;
   auto cfg = a.values.find("--config");
@@ -168,9 +179,18 @@ absl::Status Train(const Args& a) {
     if (!d) return absl::InvalidArgumentError("--device: expected cpu, cuda or auto");
     job.train.device = *d;
   }
-  if (job.train.device == rt::Device::kAuto) job.train.device = rt::Device::kCpu;
   // One rank of many when started with the torchrun environment (WORLD_SIZE, RANK, ...).
   RM_ASSIGN_OR_RETURN(rt::DistEnv env, rt::DistEnvFromProcess());
+  // The device: --device, else the coordinator's plan for this rank, else train.device, where
+  // auto takes a visible GPU.
+  if (dev == a.values.end() && env.device.has_value()) job.train.device = *env.device;
+  if (job.train.device == rt::Device::kAuto) {
+    const rt::DeviceChoice choice = rt::ChooseAutoDevice(ProbeGpu(), env.world_size);
+    job.train.device = choice.device;
+    ringmaster::LogInfo(absl::StrCat(
+        "train.device auto: ", std::string(ringmaster::jobspec::SettingName(choice.device)), " (",
+        choice.reason, ")"));
+  }
   // The coordinator's plan for this rank; one this machine cannot run is the job's fault.
   RM_RETURN_IF_ERROR(BadJob(rt::ApplyRankPlan(env, &job)));
   if (env.distributed) {

@@ -133,6 +133,12 @@ absl::StatusOr<DistEnv> ParseDistEnv(const GetEnv& getenv) {
   env.store_dir = StringVar(getenv, "RINGMASTER_STORE_DIR");
   env.master_addr = StringVar(getenv, "MASTER_ADDR");
   // The plan's per-rank settings apply to a lone process too (and are checked there).
+  RM_ASSIGN_OR_RETURN(env.device, SettingVar<jobspec::Device>(getenv, "RINGMASTER_DEVICE"));
+  if (env.device == jobspec::Device::kAuto) {
+    return Invalid(
+        "RINGMASTER_DEVICE=auto: the plan names the rank's device (cpu or cuda); unset it to let "
+        "train.device decide");
+  }
   RM_ASSIGN_OR_RETURN(env.precision,
                       SettingVar<jobspec::Precision>(getenv, "RINGMASTER_PRECISION"));
   RM_ASSIGN_OR_RETURN(env.compression,

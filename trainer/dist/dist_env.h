@@ -32,6 +32,7 @@ struct DistEnv {
   std::vector<double> rank_weights;
   // The coordinator's plan for this rank (coordinator/planner.h), overriding the job's
   // train.precision and distributed.compression; nullopt (unset or empty) = the job's.
+  std::optional<jobspec::Device> device;            // RINGMASTER_DEVICE (cpu or cuda)
   std::optional<jobspec::Precision> precision;      // RINGMASTER_PRECISION
   std::optional<jobspec::Compression> compression;  // RINGMASTER_COMPRESSION
   int restart_count = 0;                            // TORCHELASTIC_RESTART_COUNT.
