@@ -120,28 +120,42 @@ absl::Status BadJob(absl::Status s) {
 }
 
 // train.device: cuda, when this binary is linked with the CUDA engine (trainer/cuda/: on a GPU, or
-// on the CPU under the CUDA emulator, RINGMASTER_CUDA_EMU). It computes in fp32 for now.
+// on the CPU under the CUDA emulator, RINGMASTER_CUDA_EMU): fp32, or bf16/fp16 GEMMs where the
+// device's compute capability allows them (refused as a bad job otherwise).
 rt::CudaEngineFactory CudaEngineFactory() {
 #if RINGMASTER_HAVE_CUDA_ENGINE
-  return [](const rt::JobSpec& job, const rt::BertConfig& config, const rt::ParamLayout& layout,
-            const float* initial,
-            int world_size) -> absl::StatusOr<std::unique_ptr<rt::StepEngine>> {
-    if (job.train.precision == rt::Precision::kFp16 ||
-        job.train.precision == rt::Precision::kBf16) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          job.source,
-          ": train.precision: ", std::string(ringmaster::jobspec::SettingName(job.train.precision)),
-          " is not built yet for train.device: cuda; the CUDA engine computes in fp32 (use "
-          "precision auto or fp32)"));
-    }
-    rt::cuda::CudaTrainerOptions options;
-    options.adam = rt::AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,
-                                    job.train.weight_decay};
-    RM_ASSIGN_OR_RETURN(std::unique_ptr<rt::cuda::CudaEngine> engine,
-                        rt::cuda::CudaEngine::Create(options, config, layout, initial, world_size));
-    ringmaster::LogInfo("train.device: cuda: the CUDA engine (fp32)");
-    return std::unique_ptr<rt::StepEngine>(std::move(engine));
-  };
+  return
+      [](const rt::JobSpec& job, const rt::BertConfig& config, const rt::ParamLayout& layout,
+         const float* initial, int world_size) -> absl::StatusOr<std::unique_ptr<rt::StepEngine>> {
+        rt::cuda::CudaTrainerOptions options;
+        options.adam = rt::AdamWOptions{job.train.adam_beta1, job.train.adam_beta2,
+                                        job.train.adam_eps, job.train.weight_decay};
+        // auto and fp32 run fp32; bf16/fp16 are GEMM-level mixed precision (fp32 master weights).
+        if (job.train.precision == rt::Precision::kBf16) {
+          options.precision = rt::cuda::GemmPrecision::kBf16;
+        } else if (job.train.precision == rt::Precision::kFp16) {
+          options.precision = rt::cuda::GemmPrecision::kFp16;
+        }
+        // Test hook of the fp16 tests (tests/trainer_cuda_engine.sh): poison one step's gradient.
+        if (const char* v = std::getenv("RINGMASTER_TEST_POISON_GRAD_STEP"); v != nullptr) {
+          int64_t step = 0;
+          if (!absl::SimpleAtoi(v, &step) || step < 1) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "RINGMASTER_TEST_POISON_GRAD_STEP: expected a step >= 1, got '", v, "'"));
+          }
+          options.poison_grad_at_call = step;
+        }
+        absl::StatusOr<std::unique_ptr<rt::cuda::CudaEngine>> engine =
+            rt::cuda::CudaEngine::Create(options, config, layout, initial, world_size);
+        if (!engine.ok()) {
+          return absl::Status(engine.status().code(),
+                              absl::StrCat(job.source, ": ", engine.status().message()));
+        }
+        ringmaster::LogInfo(absl::StrCat("train.device: cuda: the CUDA engine (",
+                                         rt::cuda::GemmPrecisionName(options.precision), ") on ",
+                                         rt::cuda::DeviceDescription()));
+        return std::unique_ptr<rt::StepEngine>(*std::move(engine));
+      };
 #else
   return nullptr;
 #endif

@@ -86,7 +86,8 @@ struct CudaBertModel::Buffers {
 absl::StatusOr<std::unique_ptr<CudaBertModel>> CudaBertModel::Create(const BertConfig& config,
                                                                      const ParamLayout& layout,
                                                                      Gemm* gemm,
-                                                                     cudaStream_t stream) {
+                                                                     cudaStream_t stream,
+                                                                     GemmPrecision precision) {
   if (gemm == nullptr) return absl::InvalidArgumentError("CudaBertModel: no GEMM");
   if (config.hidden_size % config.num_attention_heads != 0) {
     return absl::InvalidArgumentError(
@@ -103,6 +104,8 @@ absl::StatusOr<std::unique_ptr<CudaBertModel>> CudaBertModel::Create(const BertC
     if (s.unit >= static_cast<int>(m->unit_begin_.size()))
       m->unit_begin_.resize(s.unit + 1, s.offset);
   }
+  RM_ASSIGN_OR_RETURN(m->autocast_,
+                      Autocast::Create(precision, m->unit_begin_, layout.total, stream));
   m->unit_params_.assign(m->unit_begin_.size(), nullptr);
   m->unit_grads_.assign(m->unit_begin_.size(), nullptr);
   m->buf_ = std::make_unique<Buffers>();
@@ -123,9 +126,34 @@ float* CudaBertModel::G(int index) const {
   return unit_grads_[u] + (offsets_[index] - unit_begin_[u]);
 }
 
-void CudaBertModel::Acquire(UnitAccess<float>* access, int unit, bool grads) {
+absl::Status CudaBertModel::Acquire(UnitAccess<float>* access, int unit, bool grads) {
   unit_params_[unit] = access->AcquireParams(unit);
   if (grads) unit_grads_[unit] = access->AcquireGrads(unit);
+  // Unit 0 (the embeddings) feeds no GEMM: its tables are never cast.
+  return unit == 0 ? absl::OkStatus() : autocast_->PrepareUnit(unit, unit_params_[unit]);
+}
+
+const void* CudaBertModel::W(int index) const {
+  return autocast_->Weight(P(index), offsets_[index]);
+}
+
+absl::Status CudaBertModel::LinearFwd(const float* x, int w, const float* b, float* y, int64_t rows,
+                                      int64_t in, int64_t out) {
+  GemmProblem p = Gemm::LinearForwardProblem(x, W(w), CUDA_R_32F, b, y, rows, in, out);
+  p.b.type = autocast_->type();
+  return autocast_->Run(p, gemm_);
+}
+
+absl::Status CudaBertModel::LinearDx(const float* dy, int w, float* dx, int64_t rows, int64_t in,
+                                     int64_t out, bool accumulate) {
+  GemmProblem p = Gemm::LinearInputGradProblem(dy, W(w), CUDA_R_32F, dx, rows, in, out, accumulate);
+  p.b.type = autocast_->type();
+  return autocast_->Run(p, gemm_);
+}
+
+absl::Status CudaBertModel::LinearDw(const float* dy, const float* x, float* dw, int64_t rows,
+                                     int64_t in, int64_t out) {
+  return autocast_->Run(Gemm::LinearWeightGradProblem(dy, x, CUDA_R_32F, dw, rows, in, out), gemm_);
 }
 
 void CudaBertModel::Release(UnitAccess<float>* access, int unit, bool grads) {
@@ -255,8 +283,7 @@ absl::Status CudaBertModel::LayerForward(int l, float* out, uint64_t dropout_see
   const int NH = config_.num_attention_heads, D = config_.head_dim();
   const int64_t N = static_cast<int64_t>(B) * S, BH = static_cast<int64_t>(B) * NH;
   // Q, K, V: one [3H, H] projection (the three weights and biases are adjacent), then heads-major.
-  RM_RETURN_IF_ERROR(gemm_->LinearForward(a.x, P(LayerIndex(l, kQW)), P(LayerIndex(l, kQB)), b.qkv,
-                                          N, H, 3 * H, stream_));
+  RM_RETURN_IF_ERROR(LinearFwd(a.x, LayerIndex(l, kQW), P(LayerIndex(l, kQB)), b.qkv, N, H, 3 * H));
   RM_KERNEL(RowsToHeads(b.qkv, 3 * H, a.qh, B, S, NH, D, stream_));
   RM_KERNEL(RowsToHeads(b.qkv + H, 3 * H, a.kh, B, S, NH, D, stream_));
   RM_KERNEL(RowsToHeads(b.qkv + 2 * H, 3 * H, a.vh, B, S, NH, D, stream_));
@@ -266,7 +293,7 @@ absl::Status CudaBertModel::LayerForward(int l, float* out, uint64_t dropout_see
   qk.a = {a.qh, CUDA_R_32F, false, D, static_cast<int64_t>(S) * D};
   qk.b = {a.kh, CUDA_R_32F, true, D, static_cast<int64_t>(S) * D};
   qk.c = a.probs, qk.ldc = S, qk.c_batch_stride = static_cast<int64_t>(S) * S;
-  RM_RETURN_IF_ERROR(gemm_->Run(qk, stream_));
+  RM_RETURN_IF_ERROR(autocast_->Run(qk, gemm_));
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   RM_KERNEL(MaskedSoftmaxForward(a.probs, b.mask_bias, B, NH, S, scale, stream_));
   const float* p_used = a.probs;
@@ -281,20 +308,19 @@ absl::Status CudaBertModel::LayerForward(int l, float* out, uint64_t dropout_see
   pv.a = {p_used, CUDA_R_32F, false, S, static_cast<int64_t>(S) * S};
   pv.b = {a.vh, CUDA_R_32F, false, D, static_cast<int64_t>(S) * D};
   pv.c = b.heads, pv.ldc = D, pv.c_batch_stride = static_cast<int64_t>(S) * D;
-  RM_RETURN_IF_ERROR(gemm_->Run(pv, stream_));
+  RM_RETURN_IF_ERROR(autocast_->Run(pv, gemm_));
   RM_KERNEL(HeadsToRows(b.heads, a.ctx, H, B, S, NH, D, stream_));
   // Attention output dense → dropout → residual → LayerNorm.
-  RM_RETURN_IF_ERROR(gemm_->LinearForward(a.ctx, P(LayerIndex(l, kAoW)), P(LayerIndex(l, kAoB)),
-                                          a.ln1_in, N, H, H, stream_));
+  RM_RETURN_IF_ERROR(
+      LinearFwd(a.ctx, LayerIndex(l, kAoW), P(LayerIndex(l, kAoB)), a.ln1_in, N, H, H));
   RM_RETURN_IF_ERROR(DropoutResidualLayerNorm(a.ln1_in, a.attn_mask, a.x, P(LayerIndex(l, kLn1W)),
                                               P(LayerIndex(l, kLn1B)), a.ln1_mean, a.ln1_rstd, a.h1,
                                               SiteSeed(dropout_seed, l + 1, 2)));
   // Feed-forward: dense → exact GELU → dense → dropout → residual → LayerNorm.
-  RM_RETURN_IF_ERROR(gemm_->LinearForward(a.h1, P(LayerIndex(l, kInW)), P(LayerIndex(l, kInB)), a.u,
-                                          N, H, I, stream_));
+  RM_RETURN_IF_ERROR(LinearFwd(a.h1, LayerIndex(l, kInW), P(LayerIndex(l, kInB)), a.u, N, H, I));
   RM_KERNEL(GeluForward(a.u, a.g, static_cast<size_t>(N) * I, stream_));
-  RM_RETURN_IF_ERROR(gemm_->LinearForward(a.g, P(LayerIndex(l, kOutW)), P(LayerIndex(l, kOutB)),
-                                          a.ln2_in, N, I, H, stream_));
+  RM_RETURN_IF_ERROR(
+      LinearFwd(a.g, LayerIndex(l, kOutW), P(LayerIndex(l, kOutB)), a.ln2_in, N, I, H));
   return DropoutResidualLayerNorm(a.ln2_in, a.ffn_mask, a.h1, P(LayerIndex(l, kLn2W)),
                                   P(LayerIndex(l, kLn2B)), a.ln2_mean, a.ln2_rstd, out,
                                   SiteSeed(dropout_seed, l + 1, 3));
@@ -339,7 +365,7 @@ absl::StatusOr<float> CudaBertModel::Forward(UnitAccess<float>* access, const Be
   }
 
   // Embeddings: word + position + token type → LayerNorm → dropout.
-  Acquire(access, 0, false);
+  RM_RETURN_IF_ERROR(Acquire(access, 0, false));
   RM_KERNEL(
       EmbeddingForward(b.ids, b.types, P(kWord), P(kPos), P(kType), b.emb_sum, B, S, H, stream_));
   LayerActs& first = b.layers[0];
@@ -350,28 +376,27 @@ absl::StatusOr<float> CudaBertModel::Forward(UnitAccess<float>* access, const Be
   Release(access, 0, false);
 
   for (int l = 0; l < L; ++l) {
-    Acquire(access, l + 1, false);
+    RM_RETURN_IF_ERROR(Acquire(access, l + 1, false));
     float* out = l + 1 < L ? b.layers[l + 1].x : b.final_out;
     RM_RETURN_IF_ERROR(LayerForward(l, out, dropout_seed));
     Release(access, l + 1, false);
   }
 
   // Pooler on [CLS] (row 0 of each sequence: rows S·H apart) → tanh → dropout → classifier.
-  Acquire(access, L + 1, false);
+  RM_RETURN_IF_ERROR(Acquire(access, L + 1, false));
   const int head = kEmbCount + kLayerCount * L;
   GemmProblem pool;
   pool.M = B, pool.N = H, pool.K = H;
   pool.a = {b.final_out, CUDA_R_32F, false, static_cast<int64_t>(S) * H, 0};
-  pool.b = {P(head + kPoolW), CUDA_R_32F, true, H, 0};
+  pool.b = {W(head + kPoolW), autocast_->type(), true, H, 0};
   pool.c = b.pooled, pool.ldc = H, pool.bias = P(head + kPoolB);
-  RM_RETURN_IF_ERROR(gemm_->Run(pool, stream_));
+  RM_RETURN_IF_ERROR(autocast_->Run(pool, gemm_));
   RM_KERNEL(TanhForward(b.pooled, b.pooled, static_cast<size_t>(B) * H, stream_));
   RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.pooled_d, b.pooled, sizeof(float) * B * H,
                                           cudaMemcpyDeviceToDevice, stream_));
   RM_KERNEL(DropoutForward(b.pooled_d, b.pooled_mask, static_cast<size_t>(B) * H, hidden_p_,
                            SiteSeed(dropout_seed, L + 1, 4), stream_));
-  RM_RETURN_IF_ERROR(gemm_->LinearForward(b.pooled_d, P(head + kClsW), P(head + kClsB), b.logits, B,
-                                          H, C, stream_));
+  RM_RETURN_IF_ERROR(LinearFwd(b.pooled_d, head + kClsW, P(head + kClsB), b.logits, B, H, C));
   Release(access, L + 1, false);
 
   sample_losses_.clear();
@@ -405,15 +430,15 @@ absl::Status CudaBertModel::LayerBackward(int l) {
   RM_KERNEL(copy(b.dC, b.dB));
   RM_KERNEL(DropoutBackward(b.dC, a.ffn_mask, NHsz, hidden_p_, stream_));
   // FFN out dense: dI = dC·W, dW += dCᵀ·g, db += Σ dC.
-  RM_RETURN_IF_ERROR(gemm_->LinearInputGrad(b.dC, P(LayerIndex(l, kOutW)), b.dI, N, I, H,
-                                            /*accumulate=*/false, stream_));
-  RM_RETURN_IF_ERROR(gemm_->LinearWeightGrad(b.dC, a.g, G(LayerIndex(l, kOutW)), N, I, H, stream_));
+  RM_RETURN_IF_ERROR(LinearDx(b.dC, LayerIndex(l, kOutW), b.dI, N, I, H,
+                              /*accumulate=*/false));
+  RM_RETURN_IF_ERROR(LinearDw(b.dC, a.g, G(LayerIndex(l, kOutW)), N, I, H));
   RM_KERNEL(BiasGradient(b.dC, G(LayerIndex(l, kOutB)), b.bias_scratch, n, H, true, stream_));
   RM_KERNEL(GeluBackward(b.dI, a.u, b.dI, static_cast<size_t>(N) * I, stream_));
   // FFN in dense: dA += dI·W.
-  RM_RETURN_IF_ERROR(gemm_->LinearInputGrad(b.dI, P(LayerIndex(l, kInW)), b.dA, N, H, I,
-                                            /*accumulate=*/true, stream_));
-  RM_RETURN_IF_ERROR(gemm_->LinearWeightGrad(b.dI, a.h1, G(LayerIndex(l, kInW)), N, H, I, stream_));
+  RM_RETURN_IF_ERROR(LinearDx(b.dI, LayerIndex(l, kInW), b.dA, N, H, I,
+                              /*accumulate=*/true));
+  RM_RETURN_IF_ERROR(LinearDw(b.dI, a.h1, G(LayerIndex(l, kInW)), N, H, I));
   RM_KERNEL(BiasGradient(b.dI, G(LayerIndex(l, kInB)), b.bias_scratch, n, I, true, stream_));
   // Attention LayerNorm: dA (d h1) → dB (d ln1_in); ln1_in = dropout(attn dense) + x.
   RM_KERNEL(LayerNormBackward(b.dA, a.ln1_in, P(LayerIndex(l, kLn1W)), a.ln1_mean, a.ln1_rstd, b.dB,
@@ -421,10 +446,9 @@ absl::Status CudaBertModel::LayerBackward(int l) {
                               stream_));
   RM_KERNEL(copy(b.dA, b.dB));  // residual into dx
   RM_KERNEL(DropoutBackward(b.dB, a.attn_mask, NHsz, hidden_p_, stream_));
-  RM_RETURN_IF_ERROR(gemm_->LinearInputGrad(b.dB, P(LayerIndex(l, kAoW)), b.dC, N, H, H,
-                                            /*accumulate=*/false, stream_));
-  RM_RETURN_IF_ERROR(
-      gemm_->LinearWeightGrad(b.dB, a.ctx, G(LayerIndex(l, kAoW)), N, H, H, stream_));
+  RM_RETURN_IF_ERROR(LinearDx(b.dB, LayerIndex(l, kAoW), b.dC, N, H, H,
+                              /*accumulate=*/false));
+  RM_RETURN_IF_ERROR(LinearDw(b.dB, a.ctx, G(LayerIndex(l, kAoW)), N, H, H));
   RM_KERNEL(BiasGradient(b.dB, G(LayerIndex(l, kAoB)), b.bias_scratch, n, H, true, stream_));
 
   // Attention: dC is d ctx (rows) → heads-major.
@@ -441,14 +465,14 @@ absl::Status CudaBertModel::LayerBackward(int l) {
   dv.a = {p_used, CUDA_R_32F, true, S, ss};
   dv.b = {b.heads, CUDA_R_32F, false, D, sd};
   dv.c = b.dvh, dv.ldc = D, dv.c_batch_stride = sd;
-  RM_RETURN_IF_ERROR(gemm_->Run(dv, stream_));
+  RM_RETURN_IF_ERROR(autocast_->Run(dv, gemm_));
   // dP_d = dctx · Vᵀ (S, S); through the dropout mask; softmax backward (scaled) in place.
   GemmProblem dpp;
   dpp.M = S, dpp.N = S, dpp.K = D, dpp.batch = static_cast<int>(BH);
   dpp.a = {b.heads, CUDA_R_32F, false, D, sd};
   dpp.b = {a.vh, CUDA_R_32F, true, D, sd};
   dpp.c = b.dp, dpp.ldc = S, dpp.c_batch_stride = ss;
-  RM_RETURN_IF_ERROR(gemm_->Run(dpp, stream_));
+  RM_RETURN_IF_ERROR(autocast_->Run(dpp, gemm_));
   RM_KERNEL(DropoutBackward(b.dp, a.probs_mask, static_cast<size_t>(BH) * S * S, attn_p_, stream_));
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   RM_KERNEL(MaskedSoftmaxBackward(a.probs, b.dp, B, NH, S, scale, stream_));
@@ -458,20 +482,19 @@ absl::Status CudaBertModel::LayerBackward(int l) {
   dq.a = {b.dp, CUDA_R_32F, false, S, ss};
   dq.b = {a.kh, CUDA_R_32F, false, D, sd};
   dq.c = b.dqh, dq.ldc = D, dq.c_batch_stride = sd;
-  RM_RETURN_IF_ERROR(gemm_->Run(dq, stream_));
+  RM_RETURN_IF_ERROR(autocast_->Run(dq, gemm_));
   GemmProblem dk = dq;
   dk.a.transpose = true;
   dk.b.ptr = a.qh;
   dk.c = b.dkh;
-  RM_RETURN_IF_ERROR(gemm_->Run(dk, stream_));
+  RM_RETURN_IF_ERROR(autocast_->Run(dk, gemm_));
   RM_KERNEL(HeadsToRows(b.dqh, b.dqkv, 3 * H, B, S, NH, D, stream_));
   RM_KERNEL(HeadsToRows(b.dkh, b.dqkv + H, 3 * H, B, S, NH, D, stream_));
   RM_KERNEL(HeadsToRows(b.dvh, b.dqkv + 2 * H, 3 * H, B, S, NH, D, stream_));
   // QKV projection ([3H, H] weight, [3H] bias): dA += dqkv·W.
-  RM_RETURN_IF_ERROR(gemm_->LinearInputGrad(b.dqkv, P(LayerIndex(l, kQW)), b.dA, N, H, 3 * H,
-                                            /*accumulate=*/true, stream_));
-  RM_RETURN_IF_ERROR(
-      gemm_->LinearWeightGrad(b.dqkv, a.x, G(LayerIndex(l, kQW)), N, H, 3 * H, stream_));
+  RM_RETURN_IF_ERROR(LinearDx(b.dqkv, LayerIndex(l, kQW), b.dA, N, H, 3 * H,
+                              /*accumulate=*/true));
+  RM_RETURN_IF_ERROR(LinearDw(b.dqkv, a.x, G(LayerIndex(l, kQW)), N, H, 3 * H));
   RM_KERNEL(BiasGradient(b.dqkv, G(LayerIndex(l, kQB)), b.bias_scratch, n, 3 * H, true, stream_));
   return absl::OkStatus();
 }
@@ -488,12 +511,11 @@ absl::Status CudaBertModel::Backward(UnitAccess<float>* access, float loss_weigh
   const int head = kEmbCount + kLayerCount * L;
 
   RM_KERNEL(ClassificationLossBackward(b.logits, b.labels, b.dlogits, B, C, loss_weight, stream_));
-  Acquire(access, L + 1, true);
+  RM_RETURN_IF_ERROR(Acquire(access, L + 1, true));
   // Classifier: dpooled = dlogits·W; dW += dlogitsᵀ·pooled_d; db += Σ dlogits.
-  RM_RETURN_IF_ERROR(gemm_->LinearInputGrad(b.dlogits, P(head + kClsW), b.dpooled, B, H, C,
-                                            /*accumulate=*/false, stream_));
-  RM_RETURN_IF_ERROR(
-      gemm_->LinearWeightGrad(b.dlogits, b.pooled_d, G(head + kClsW), B, H, C, stream_));
+  RM_RETURN_IF_ERROR(LinearDx(b.dlogits, head + kClsW, b.dpooled, B, H, C,
+                              /*accumulate=*/false));
+  RM_RETURN_IF_ERROR(LinearDw(b.dlogits, b.pooled_d, G(head + kClsW), B, H, C));
   RM_KERNEL(BiasGradient(b.dlogits, G(head + kClsB), b.bias_scratch, B, C, true, stream_));
   RM_KERNEL(
       DropoutBackward(b.dpooled, b.pooled_mask, static_cast<size_t>(B) * H, hidden_p_, stream_));
@@ -503,26 +525,26 @@ absl::Status CudaBertModel::Backward(UnitAccess<float>* access, float loss_weigh
   GemmProblem dx;
   dx.M = B, dx.N = H, dx.K = H;
   dx.a = {b.dpooled, CUDA_R_32F, false, H, 0};
-  dx.b = {P(head + kPoolW), CUDA_R_32F, false, H, 0};
+  dx.b = {W(head + kPoolW), autocast_->type(), false, H, 0};
   dx.c = b.dA, dx.ldc = static_cast<int64_t>(S) * H;
-  RM_RETURN_IF_ERROR(gemm_->Run(dx, stream_));
+  RM_RETURN_IF_ERROR(autocast_->Run(dx, gemm_));
   GemmProblem dw;
   dw.M = H, dw.N = H, dw.K = B, dw.beta = 1.0f;
   dw.a = {b.dpooled, CUDA_R_32F, true, H, 0};
   dw.b = {b.final_out, CUDA_R_32F, false, static_cast<int64_t>(S) * H, 0};
   dw.c = G(head + kPoolW), dw.ldc = H;
-  RM_RETURN_IF_ERROR(gemm_->Run(dw, stream_));
+  RM_RETURN_IF_ERROR(autocast_->Run(dw, gemm_));
   RM_KERNEL(BiasGradient(b.dpooled, G(head + kPoolB), b.bias_scratch, B, H, true, stream_));
   Release(access, L + 1, true);
 
   for (int l = L - 1; l >= 0; --l) {
-    Acquire(access, l + 1, true);
+    RM_RETURN_IF_ERROR(Acquire(access, l + 1, true));
     RM_RETURN_IF_ERROR(LayerBackward(l));
     Release(access, l + 1, true);
   }
 
   // Embeddings: dropout → LayerNorm → scatter into the three tables.
-  Acquire(access, 0, true);
+  RM_RETURN_IF_ERROR(Acquire(access, 0, true));
   RM_KERNEL(DropoutBackward(b.dA, b.emb_mask, N * H, hidden_p_, stream_));
   RM_KERNEL(LayerNormBackward(b.dA, b.emb_sum, P(kEmbLnW), b.emb_mean, b.emb_rstd, b.dB, G(kEmbLnW),
                               G(kEmbLnB), b.ln_scratch, static_cast<int>(N), H, stream_));

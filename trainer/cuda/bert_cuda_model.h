@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "jobspec/bert_config.h"
+#include "trainer/cuda/autocast.h"
 #include "trainer/cuda/gemm.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
@@ -32,10 +33,11 @@ namespace ringmaster::trainer::cuda {
 
 class CudaBertModel {
  public:
-  // `gemm` and `stream` must outlive the model.
-  static absl::StatusOr<std::unique_ptr<CudaBertModel>> Create(const BertConfig& config,
-                                                               const ParamLayout& layout,
-                                                               Gemm* gemm, cudaStream_t stream);
+  // `gemm` and `stream` must outlive the model. `precision`: the GEMM operands' (autocast.h);
+  // bf16/fp16 keep fp32 master weights, activations and elementwise kernels.
+  static absl::StatusOr<std::unique_ptr<CudaBertModel>> Create(
+      const BertConfig& config, const ParamLayout& layout, Gemm* gemm, cudaStream_t stream,
+      GemmPrecision precision = GemmPrecision::kFp32);
   ~CudaBertModel();
   CudaBertModel(const CudaBertModel&) = delete;
   CudaBertModel& operator=(const CudaBertModel&) = delete;
@@ -57,6 +59,11 @@ class CudaBertModel {
   absl::StatusOr<std::vector<float>> Logits() const;
   const std::vector<float>& sample_losses() const { return sample_losses_; }
 
+  // The fp32 weights changed (optimizer step, checkpoint load): the 16-bit copies are refreshed
+  // before their next use. A no-op in fp32.
+  void WeightsChanged() { autocast_->WeightsChanged(); }
+  const Autocast& autocast() const { return *autocast_; }
+
   int num_units() const { return static_cast<int>(unit_begin_.size()); }
   // Bytes of the activation arena (its size for the largest shape seen so far).
   size_t arena_bytes() const { return arena_bytes_; }
@@ -70,7 +77,16 @@ class CudaBertModel {
   absl::Status Resize(int B, int S, bool hidden_dropout, bool attention_dropout);
   const float* P(int index) const;
   float* G(int index) const;
-  void Acquire(UnitAccess<float>* access, int unit, bool grads);
+  absl::Status Acquire(UnitAccess<float>* access, int unit, bool grads);
+  // Weight `index` as a GEMM operand (its 16-bit copy under bf16/fp16).
+  const void* W(int index) const;
+  // Linear products through autocast_ with the weight at spec index `w` (gemm.h's meanings).
+  absl::Status LinearFwd(const float* x, int w, const float* b, float* y, int64_t rows, int64_t in,
+                         int64_t out);
+  absl::Status LinearDx(const float* dy, int w, float* dx, int64_t rows, int64_t in, int64_t out,
+                        bool accumulate);
+  absl::Status LinearDw(const float* dy, const float* x, float* dw, int64_t rows, int64_t in,
+                        int64_t out);
   void Release(UnitAccess<float>* access, int unit, bool grads);
   absl::Status LayerForward(int l, float* out, uint64_t dropout_seed);
   absl::Status LayerBackward(int l);
@@ -82,6 +98,7 @@ class CudaBertModel {
   BertConfig config_;
   Gemm* gemm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Autocast> autocast_;
   std::vector<size_t> offsets_;     // per spec index
   std::vector<int> unit_of_;        // per spec index
   std::vector<size_t> unit_begin_;  // flat offset of each unit

@@ -3,9 +3,16 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "trainer/train/sharded_checkpoint.h"
+#include "trainer/train/train_loop.h"
 
 namespace ringmaster::trainer::cuda {
 namespace {
+
+// CheckpointMeta::extra keys of the fp16 engine: the loss scaler's state and the optimizer's
+// own step count (skipped steps do not advance AdamW's bias correction; meta.step counts the
+// loop's steps). The CPU engine ignores both.
+constexpr char kScalerKey[] = "cuda_fp16_loss_scaler";
+constexpr char kOptimizerStepKey[] = "cuda_optimizer_step";
 
 BertInputs InputsOf(const Batch& b) {
   return {b.batch_size,
@@ -18,6 +25,38 @@ BertInputs InputsOf(const Batch& b) {
 
 }  // namespace
 
+std::string DeviceDescription() {
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    return "an unknown CUDA device";
+  }
+  return absl::StrFormat("CUDA device %d, %s, compute capability %d.%d", device, prop.name,
+                         prop.major, prop.minor);
+}
+
+absl::Status CheckPrecisionOnDevice(GemmPrecision precision) {
+  if (precision == GemmPrecision::kFp32) return absl::OkStatus();
+  // Tensor-core GEMMs with these operand types: fp16 from Volta (7.0), bf16 from Ampere (8.0).
+  const int need_major = precision == GemmPrecision::kBf16 ? 8 : 7;
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    return absl::UnavailableError("no usable CUDA device: cudaGetDeviceProperties failed");
+  }
+  if (prop.major < need_major) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "train.precision: %s (the job's setting or this rank's plan) needs a GPU of compute "
+        "capability >= %d.0, but CUDA device %d "
+        "(%s) has %d.%d; use precision %s",
+        GemmPrecisionName(precision), need_major, device, prop.name, prop.major, prop.minor,
+        prop.major >= 7 && precision == GemmPrecision::kBf16 ? "fp16 or fp32" : "fp32"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(const CudaTrainerOptions& options,
                                                                const BertConfig& config,
                                                                const ParamLayout& layout,
@@ -29,6 +68,7 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(const CudaTrainer
         "multi-GPU engine with NCCL is not built yet: use device cpu for several ranks)",
         world_size));
   }
+  RM_RETURN_IF_ERROR(CheckPrecisionOnDevice(options.precision));
   std::unique_ptr<CudaEngine> e(new CudaEngine());
   e->layout_ = layout;
   RM_ASSIGN_OR_RETURN(
@@ -49,8 +89,18 @@ absl::StatusOr<float> CudaEngine::TrainMicroBatch(const Batch& batch, const Micr
 absl::StatusOr<StepTotals> CudaEngine::FinishStep(double local_loss, double lr,
                                                   double max_grad_norm, float flag) {
   RM_RETURN_IF_ERROR(status_);
-  RM_ASSIGN_OR_RETURN(const double norm, state_->FinishStep(lr, max_grad_norm));
-  return StepTotals{local_loss, norm, flag};
+  absl::StatusOr<StepOutcome> r = state_->FinishStep(lr, max_grad_norm);
+  if (!r.ok()) {
+    // The loss scaler's verdict: the scale fell below its minimum. Restarting repeats it.
+    if (absl::IsFailedPrecondition(r.status())) {
+      return Diverged(absl::StrCat("fp16 loss scaling: ", r.status().message()));
+    }
+    return r.status();
+  }
+  StepTotals t{local_loss, r->grad_norm, flag};
+  t.skipped = r->skipped;
+  t.loss_scale = r->loss_scale;
+  return t;
 }
 
 absl::StatusOr<ForwardOutput> CudaEngine::EvalForward(const Batch& batch) {
@@ -71,6 +121,10 @@ absl::StatusOr<uint64_t> CudaEngine::SaveCheckpoint(const std::string& output_di
   meta.fingerprint = LayoutFingerprint(layout_);
   meta.total = layout_.total;
   meta.sharding = "no_shard";
+  if (DynamicLossScaler* scaler = state_->loss_scaler(); scaler != nullptr) {
+    meta.extra[kScalerKey] = scaler->ToJson();
+    meta.extra[kOptimizerStepKey] = state_->step();
+  }
   RM_ASSIGN_OR_RETURN(const std::vector<float> p, state_->DownloadParams());
   std::vector<float> m, v;
   RM_RETURN_IF_ERROR(state_->DownloadOptimizer(&m, &v));
@@ -85,7 +139,16 @@ absl::StatusOr<LoadedShard> CudaEngine::ReadCheckpoint(const std::string& dir) c
 }
 
 absl::Status CudaEngine::LoadCheckpoint(const LoadedShard& shard) {
-  return state_->Upload(shard.params, shard.exp_avg, shard.exp_avg_sq, shard.meta.step);
+  int64_t optimizer_step = shard.meta.step;
+  const nlohmann::json& extra = shard.meta.extra;
+  DynamicLossScaler* scaler = state_->loss_scaler();
+  if (scaler != nullptr && extra.is_object() && extra.contains(kScalerKey)) {
+    RM_RETURN_IF_ERROR(scaler->Restore(extra[kScalerKey]));
+    if (extra.contains(kOptimizerStepKey) && extra[kOptimizerStepKey].is_number_integer()) {
+      optimizer_step = extra[kOptimizerStepKey].get<int64_t>();
+    }
+  }  // else (an fp32/bf16 or CPU checkpoint): the scaler starts afresh
+  return state_->Upload(shard.params, shard.exp_avg, shard.exp_avg_sq, optimizer_step);
 }
 
 absl::Status CudaEngine::GatherFullParams(std::vector<float>* out) {

@@ -3,7 +3,9 @@
 // a GPU and resume on CPU ranks, and the other way round), and the export gathers the same flat
 // fp32 parameters.
 //
-// This is the single-device engine (issue #18): one rank, fp32 compute (TF32 GEMMs optionally).
+// This is the single-device engine (issue #18): one rank; fp32 compute (TF32 GEMMs optionally),
+// or bf16 / fp16 GEMM operands with fp32 master weights (autocast.h; fp16 with dynamic loss
+// scaling, whose state the checkpoint's `extra` keeps).
 // Several ranks (NCCL, sharding, compression on the GPU) are issue #19; Create refuses a world
 // larger than one, naming it.
 #pragma once
@@ -20,6 +22,12 @@
 #include "trainer/train/step_engine.h"
 
 namespace ringmaster::trainer::cuda {
+
+// OK when the current CUDA device can run `precision`'s GEMMs (bf16: compute capability >= 8.0,
+// fp16: >= 7.0); otherwise InvalidArgument naming the precision, the device and its capability.
+absl::Status CheckPrecisionOnDevice(GemmPrecision precision);
+// "CUDA device 0, <name>, compute capability 9.0" (for the trainer's log).
+std::string DeviceDescription();
 
 class CudaEngine : public StepEngine {
  public:

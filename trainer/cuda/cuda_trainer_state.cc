@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -47,7 +48,12 @@ absl::StatusOr<std::unique_ptr<CudaTrainerState>> CudaTrainerState::Create(
   const std::vector<float> zeros(s->n_, 0.0f);
   RM_RETURN_IF_ERROR(s->Upload(params, zeros, zeros, 0));
   RM_ASSIGN_OR_RETURN(s->gemm_, Gemm::Create(options.tf32));
-  RM_ASSIGN_OR_RETURN(s->model_, CudaBertModel::Create(config, layout, s->gemm_.get(), s->stream_));
+  RM_ASSIGN_OR_RETURN(s->model_, CudaBertModel::Create(config, layout, s->gemm_.get(), s->stream_,
+                                                       options.precision));
+  if (options.precision == GemmPrecision::kFp16) {
+    RM_ASSIGN_OR_RETURN(DynamicLossScaler scaler, DynamicLossScaler::Create(options.loss_scaler));
+    s->scaler_ = std::make_unique<DynamicLossScaler>(std::move(scaler));
+  }
   return s;
 }
 
@@ -79,28 +85,52 @@ absl::StatusOr<float> CudaTrainerState::ForwardBackward(const BertInputs& in, fl
                                                         uint64_t dropout_seed) {
   RM_ASSIGN_OR_RETURN(const float loss,
                       model_->Forward(params_, in, /*training=*/true, dropout_seed));
-  RM_RETURN_IF_ERROR(model_->Backward(params_, grads_, loss_weight));
+  // fp16: the backward pass starts from the scaled loss gradient, so every gradient is scaled.
+  const double scale = scaler_ != nullptr ? scaler_->scale() : 1.0;
+  RM_RETURN_IF_ERROR(model_->Backward(params_, grads_, static_cast<float>(loss_weight * scale)));
   peak_bytes_ = std::max(peak_bytes_, device_bytes());
   return loss;
 }
 
-absl::StatusOr<double> CudaTrainerState::FinishStep(double lr, double max_grad_norm) {
+absl::StatusOr<StepOutcome> CudaTrainerState::FinishStep(double lr, double max_grad_norm) {
+  ++finish_calls_;
+  if (options_.poison_grad_at_call == finish_calls_) {
+    const float inf = std::numeric_limits<float>::infinity();
+    RM_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(grads_, &inf, sizeof(float), cudaMemcpyHostToDevice, stream_));
+  }
   RM_CUDA_RETURN_IF_ERROR(GradNorm(grads_, n_, norm_scratch_, norm_, stream_));
   double norm = 0;
   RM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(&norm, norm_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  if (!std::isfinite(norm)) {  // nothing applied; the loop fails the step
+  StepOutcome out;
+  out.grad_norm = norm;
+  if (scaler_ != nullptr) {
+    // The norm is a sum of squares in double: inf or NaN exactly when a gradient is.
+    const double scale = scaler_->scale();
+    out.loss_scale = scale;
+    RM_ASSIGN_OR_RETURN(const ScaledStep what, scaler_->Update(std::isfinite(norm), step_ + 1));
+    if (what == ScaledStep::kSkip) {
+      out.skipped = true;
+      RM_RETURN_IF_ERROR(EndStepTiming());
+      return out;
+    }
+    RM_CUDA_RETURN_IF_ERROR(ScaleInPlace(grads_, n_, static_cast<float>(1.0 / scale), stream_));
+    out.grad_norm = norm / scale;
+  }
+  if (!std::isfinite(out.grad_norm)) {  // nothing applied; the loop fails the step
     RM_RETURN_IF_ERROR(EndStepTiming());
-    return norm;
+    return out;
   }
   RM_CUDA_RETURN_IF_ERROR(ClipGradNorm(grads_, n_, max_grad_norm, norm_scratch_, norm_, stream_));
   ++step_;
   RM_CUDA_RETURN_IF_ERROR(AdamWStep(params_, grads_, exp_avg_, exp_avg_sq_, decay_mask_, n_, step_,
                                     lr, options_.adam.beta1, options_.adam.beta2, options_.adam.eps,
                                     options_.adam.weight_decay, stream_));
+  model_->WeightsChanged();
   RM_RETURN_IF_ERROR(EndStepTiming());
-  return norm;
+  return out;
 }
 
 absl::Status CudaTrainerState::EndStepTiming() {
@@ -179,12 +209,13 @@ absl::Status CudaTrainerState::Upload(const std::vector<float>& params,
                                           cudaMemcpyHostToDevice, stream_));
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   step_ = step;
+  if (model_ != nullptr) model_->WeightsChanged();  // null while Create uploads the first values
   return absl::OkStatus();
 }
 
 size_t CudaTrainerState::device_bytes() const {
   return n_ * (4 * sizeof(float) + 1) + GradNormScratchDoubles(n_) * sizeof(double) +
-         model_->arena_bytes() + gemm_->workspace_bytes();
+         model_->arena_bytes() + gemm_->workspace_bytes() + model_->autocast().device_bytes();
 }
 
 }  // namespace ringmaster::trainer::cuda

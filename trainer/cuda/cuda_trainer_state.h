@@ -24,12 +24,27 @@
 #include "trainer/cuda/gemm.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/optim/adamw.h"
+#include "trainer/optim/loss_scaler.h"
 
 namespace ringmaster::trainer::cuda {
 
 struct CudaTrainerOptions {
   AdamWOptions adam;
   bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores (sm_80+)
+  // GEMM operand precision (autocast.h). fp16 scales the loss dynamically (loss_scaler.h).
+  GemmPrecision precision = GemmPrecision::kFp32;
+  LossScalerOptions loss_scaler;
+  // Test hook: FinishStep call number `poison_grad_at_call` (1-based, counted by this state)
+  // writes +inf into the first gradient before the finite check, as an fp16 overflow would.
+  // 0: never. The trainer sets it from RINGMASTER_TEST_POISON_GRAD_STEP.
+  int64_t poison_grad_at_call = 0;
+};
+
+// What FinishStep did.
+struct StepOutcome {
+  double grad_norm = 0;   // before clipping, unscaled; NaN/inf when not finite
+  bool skipped = false;   // fp16: a non-finite gradient; nothing applied, the scale lowered
+  double loss_scale = 0;  // the scale this step's loss was multiplied by (0: no scaling)
 };
 
 class CudaTrainerState {
@@ -48,9 +63,12 @@ class CudaTrainerState {
   absl::StatusOr<float> ForwardBackward(const BertInputs& in, float loss_weight,
                                         uint64_t dropout_seed);
   // Clips to `max_grad_norm` (<= 0: no clipping) and applies AdamW with `lr`. Returns the norm
-  // before clipping (a non-finite norm is returned and nothing applied: the caller decides the
-  // step diverged).
-  absl::StatusOr<double> FinishStep(double lr, double max_grad_norm);
+  // before clipping. fp32/bf16: a non-finite norm is returned and nothing applied (the caller
+  // decides the step diverged). fp16: the gradients were computed from the loss times the
+  // scale; a non-finite norm skips the step (weights and moments untouched, counted, scale
+  // halved), a finite one is unscaled before clipping; the scaler's "diverged" verdict (scale
+  // below its minimum) is a FailedPrecondition naming the step.
+  absl::StatusOr<StepOutcome> FinishStep(double lr, double max_grad_norm);
   // Forward without dropout: the mean loss (0 without labels); Logits() then holds (B, C).
   absl::StatusOr<float> EvalForward(const BertInputs& in);
   absl::StatusOr<std::vector<float>> Logits() const { return model_->Logits(); }
@@ -60,7 +78,10 @@ class CudaTrainerState {
   absl::Status DownloadOptimizer(std::vector<float>* exp_avg, std::vector<float>* exp_avg_sq) const;
   absl::Status Upload(const std::vector<float>& params, const std::vector<float>& exp_avg,
                       const std::vector<float>& exp_avg_sq, int64_t step);
-  int64_t step() const { return step_; }
+  int64_t step() const { return step_; }  // optimizer steps applied (skipped ones not)
+  // fp16's scaler, null otherwise (checkpoints keep its state).
+  DynamicLossScaler* loss_scaler() { return scaler_.get(); }
+  const CudaBertModel& model() const { return *model_; }
 
   float* grads() { return grads_; }  // device, layout.total floats (for reductions)
   size_t size() const { return n_; }
@@ -78,6 +99,8 @@ class CudaTrainerState {
   CudaTrainerOptions options_;
   size_t n_ = 0;
   int64_t step_ = 0;
+  int64_t finish_calls_ = 0;
+  std::unique_ptr<DynamicLossScaler> scaler_;
   cudaStream_t stream_ = nullptr;
   float *params_ = nullptr, *grads_ = nullptr, *exp_avg_ = nullptr, *exp_avg_sq_ = nullptr;
   uint8_t* decay_mask_ = nullptr;  // 1 where weight decay applies (layout specs)

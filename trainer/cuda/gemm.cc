@@ -78,10 +78,14 @@ absl::StatusOr<Gemm::Plan*> Gemm::PlanFor(const Key& k) {
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tb, sizeof(tb)));
   RM_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &ta, sizeof(ta)));
-  if (k.has_bias) {  // the bias has D's type (the attribute's default)
+  if (k.has_bias) {  // the bias has D's type
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     RM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    // Stated rather than defaulted: with 16-bit A and B the bias stays fp32 like C.
+    const int32_t bias_type = k.c_type;
+    RM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   }
   // m' = N, n' = M, k' = K.
   RM_RETURN_IF_ERROR(MakeLayout(&plan->a, static_cast<cudaDataType_t>(k.b_type), k.tb ? k.k : k.n,
@@ -154,34 +158,51 @@ absl::Status Gemm::Run(const GemmProblem& p, cudaStream_t stream) {
   return absl::OkStatus();
 }
 
-absl::Status Gemm::LinearForward(const float* x, const float* w, const float* b, float* y,
-                                 int64_t rows, int64_t in, int64_t out, cudaStream_t stream) {
+GemmProblem Gemm::LinearForwardProblem(const void* x, const void* w, cudaDataType_t type,
+                                       const float* b, float* y, int64_t rows, int64_t in,
+                                       int64_t out) {
   GemmProblem p;
   p.M = rows, p.N = out, p.K = in;
-  p.a = {x, CUDA_R_32F, false, in, 0};
-  p.b = {w, CUDA_R_32F, true, in, 0};  // W (out, in) used as Wᵀ (in, out)
+  p.a = {x, type, false, in, 0};
+  p.b = {w, type, true, in, 0};  // W (out, in) used as Wᵀ (in, out)
   p.c = y, p.ldc = out, p.bias = b;
-  return Run(p, stream);
+  return p;
+}
+
+GemmProblem Gemm::LinearInputGradProblem(const void* dy, const void* w, cudaDataType_t type,
+                                         float* dx, int64_t rows, int64_t in, int64_t out,
+                                         bool accumulate) {
+  GemmProblem p;
+  p.M = rows, p.N = in, p.K = out;
+  p.a = {dy, type, false, out, 0};
+  p.b = {w, type, false, in, 0};
+  p.c = dx, p.ldc = in, p.beta = accumulate ? 1.0f : 0.0f;
+  return p;
+}
+
+GemmProblem Gemm::LinearWeightGradProblem(const void* dy, const void* x, cudaDataType_t type,
+                                          float* dw, int64_t rows, int64_t in, int64_t out) {
+  GemmProblem p;
+  p.M = out, p.N = in, p.K = rows;
+  p.a = {dy, type, true, out, 0};  // dy (rows, out) used as dyᵀ (out, rows)
+  p.b = {x, type, false, in, 0};
+  p.c = dw, p.ldc = in, p.beta = 1.0f;
+  return p;
+}
+
+absl::Status Gemm::LinearForward(const float* x, const float* w, const float* b, float* y,
+                                 int64_t rows, int64_t in, int64_t out, cudaStream_t stream) {
+  return Run(LinearForwardProblem(x, w, CUDA_R_32F, b, y, rows, in, out), stream);
 }
 
 absl::Status Gemm::LinearInputGrad(const float* dy, const float* w, float* dx, int64_t rows,
                                    int64_t in, int64_t out, bool accumulate, cudaStream_t stream) {
-  GemmProblem p;
-  p.M = rows, p.N = in, p.K = out;
-  p.a = {dy, CUDA_R_32F, false, out, 0};
-  p.b = {w, CUDA_R_32F, false, in, 0};
-  p.c = dx, p.ldc = in, p.beta = accumulate ? 1.0f : 0.0f;
-  return Run(p, stream);
+  return Run(LinearInputGradProblem(dy, w, CUDA_R_32F, dx, rows, in, out, accumulate), stream);
 }
 
 absl::Status Gemm::LinearWeightGrad(const float* dy, const float* x, float* dw, int64_t rows,
                                     int64_t in, int64_t out, cudaStream_t stream) {
-  GemmProblem p;
-  p.M = out, p.N = in, p.K = rows;
-  p.a = {dy, CUDA_R_32F, true, out, 0};  // dy (rows, out) used as dyᵀ (out, rows)
-  p.b = {x, CUDA_R_32F, false, in, 0};
-  p.c = dw, p.ldc = in, p.beta = 1.0f;
-  return Run(p, stream);
+  return Run(LinearWeightGradProblem(dy, x, CUDA_R_32F, dw, rows, in, out), stream);
 }
 
 }  // namespace ringmaster::trainer::cuda

@@ -8,6 +8,10 @@
 // swaps A and B and keeps each operand's transpose flag. The bias epilogue then adds a vector of
 // C's column count to every row, which is the Linear bias.
 //
+// Operands carry their precision (MatrixRef::type): fp32, or bf16 / fp16 for mixed precision
+// (A and B of one type, C and the bias fp32, compute CUBLAS_COMPUTE_32F: what cuBLASLt runs on
+// tensor cores from sm_80 for bf16 and sm_70 for fp16). autocast.h makes the 16-bit copies.
+//
 // Epilogues used: none and BIAS. GELU is not fused (cuBLASLt's GELU epilogue is believed to be the
 // tanh approximation while BERT's `gelu` is exact erf: docs/cuda.md), and bias gradients are
 // reduced by BiasGradient (own deterministic kernel) rather than the BGRAD epilogues.
@@ -61,6 +65,16 @@ class Gemm {
   // Enqueues the product on `stream`. Shapes are checked (non-negative, ld large enough) before
   // anything is enqueued; an error names the problem's dimensions.
   absl::Status Run(const GemmProblem& p, cudaStream_t stream);
+
+  // The Linear problems below with `type` for both operands (C and the bias stay fp32).
+  static GemmProblem LinearForwardProblem(const void* x, const void* w, cudaDataType_t type,
+                                          const float* b, float* y, int64_t rows, int64_t in,
+                                          int64_t out);
+  static GemmProblem LinearInputGradProblem(const void* dy, const void* w, cudaDataType_t type,
+                                            float* dx, int64_t rows, int64_t in, int64_t out,
+                                            bool accumulate);
+  static GemmProblem LinearWeightGradProblem(const void* dy, const void* x, cudaDataType_t type,
+                                             float* dw, int64_t rows, int64_t in, int64_t out);
 
   // Linear layers, row-major, W stored [out, in]:
   //   forward        y (rows, out) = x (rows, in) · Wᵀ + b          (b may be null)

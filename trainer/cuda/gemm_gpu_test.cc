@@ -9,10 +9,12 @@
 #include <random>
 #include <vector>
 
+#include "trainer/cuda/autocast.h"
 #include "trainer/cuda/bias_grad.h"
 #include "trainer/cuda/device_array.h"
 #include "trainer/cuda/gemm.h"
 #include "trainer/cuda/gpu_test_util.h"
+#include "trainer/model/cpu_half.h"
 #include "trainer/model/cpu_ops.h"
 
 namespace ringmaster::trainer::cuda {
@@ -146,6 +148,51 @@ TEST(BiasGradient, DeterministicAndOverwrites) {
     EXPECT_NEAR(first[j], ref[j], 1e-3) << j;
     EXPECT_EQ(first[j], second[j]) << "not bit-reproducible at " << j;
   }
+}
+
+// Mixed precision through the wrapper: Autocast casts the fp32 activation and the weight to bf16
+// or fp16, the GEMM accumulates in fp32 and writes fp32 with the fp32 bias. Reference: the CPU
+// Linear on the inputs rounded by cpu_half.h (exact products in fp32, so only summation order
+// differs), which the result matches to fp32 rounding while differing from the unrounded
+// product by the 16-bit rounding.
+TEST_F(GemmTest, Bf16AndFp16OperandsMatchTheRoundedInputReference) {
+  const int rows = 37, in = 48, out = 24;
+  const auto x = Random(rows * in, 21), w = Random(out * in, 22), b = Random(out, 23);
+  std::vector<float> exact(rows * out);
+  cpu::LinearForward<float>(x.data(), w.data(), b.data(), exact.data(), rows, in, out);
+  for (GemmPrecision prec : {GemmPrecision::kBf16, GemmPrecision::kFp16}) {
+    auto round = [&](float v) {
+      return prec == GemmPrecision::kBf16 ? cpu::Bf16ToFloat(cpu::Bf16Bits(v))
+                                          : cpu::Fp16ToFloat(cpu::Fp16Bits(v));
+    };
+    std::vector<float> xr = x, wr = w, ref(rows * out);
+    for (float& v : xr) v = round(v);
+    for (float& v : wr) v = round(v);
+    cpu::LinearForward<float>(xr.data(), wr.data(), b.data(), ref.data(), rows, in, out);
+    // The weight is one unit of a flat layout of out·in floats.
+    auto ac = Autocast::Create(prec, {0}, w.size(), nullptr);
+    ASSERT_TRUE(ac.ok()) << ac.status();
+    DeviceArray<float> dx(x), dw(w), db(b), dy(static_cast<size_t>(rows * out));
+    ASSERT_TRUE((*ac)->PrepareUnit(0, dw.p).ok());
+    GemmProblem p = Gemm::LinearForwardProblem(dx.p, (*ac)->Weight(dw.p, 0), CUDA_R_32F, db.p, dy.p,
+                                               rows, in, out);
+    p.b.type = (*ac)->type();
+    ASSERT_TRUE((*ac)->Run(p, gemm_.get()).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> got = dy.Download();
+    ExpectClose(ref, got, 5e-5f, 1e-5f);
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      worst = std::max<double>(worst, std::abs(got[i] - exact[i]));
+    EXPECT_GT(worst, prec == GemmPrecision::kBf16 ? 1e-2 : 1e-3) << GemmPrecisionName(prec);
+    EXPECT_EQ((*ac)->activation_casts(), 1u);
+    EXPECT_EQ((*ac)->weight_casts(), 1u);
+  }
+  // Operands of two different types are refused by cuBLASLt (the wrapper passes its error on).
+  DeviceArray<float> d(std::vector<float>(16, 1.0f)), c(std::vector<float>(16, 0.0f));
+  GemmProblem mixed = Gemm::LinearForwardProblem(d.p, d.p, CUDA_R_16BF, nullptr, c.p, 2, 2, 2);
+  mixed.b.type = CUDA_R_16F;
+  EXPECT_FALSE(gemm_->Run(mixed, nullptr).ok());
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 // Letters: N rows (B·S), H hidden, B batch, S sequence, NH heads, C labels.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -80,5 +82,12 @@ cudaError_t GradNorm(const float* grads, size_t n, double* scratch, double* norm
 // GradNorm, then grads ×= max_norm / (norm + 1e-6) where that is < 1 (max_norm <= 0: no clip).
 cudaError_t ClipGradNorm(float* grads, size_t n, double max_norm, double* scratch, double* norm,
                          cudaStream_t stream);
+
+// Mixed precision (cast.cu; CPU references in trainer/model/cpu_half.h): y = x rounded to
+// nearest even; fp16 beyond its range becomes ±inf, NaN stays NaN.
+cudaError_t CastToBf16(const float* x, __nv_bfloat16* y, size_t n, cudaStream_t stream);
+cudaError_t CastToFp16(const float* x, __half* y, size_t n, cudaStream_t stream);
+// x ×= factor (fp16 loss scaling's unscale: a power of two, so exact unless it underflows).
+cudaError_t ScaleInPlace(float* x, size_t n, float factor, cudaStream_t stream);
 
 }  // namespace ringmaster::trainer::cuda

@@ -17,6 +17,7 @@
 #include "trainer/cuda/device_array.h"
 #include "trainer/cuda/kernels.h"
 #include "trainer/model/bert_params.h"
+#include "trainer/model/cpu_half.h"
 #include "trainer/model/cpu_ops.h"
 #include "trainer/optim/adamw.h"
 
@@ -345,6 +346,81 @@ TEST(CudaKernels, GradNormAndClip) {
       ExpectClose(clipped, dc.Download(n), 0.0f, 1e-6f);
     }
   }
+}
+
+// The casts against the bit-level references of cpu_half.h on random values of every magnitude
+// fp16 and bf16 meet, plus the edges: exact ties both ways, the fp16 overflow threshold (65504
+// stays, 65520 rounds to inf), subnormals, signed zeros, infinities and NaN.
+TEST(CudaKernels, CastToBf16AndFp16) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  std::vector<float> x = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          1.0f + std::ldexp(1.0f, -8),      // bf16 tie, even below: 1
+                          1.0f + 3 * std::ldexp(1.0f, -8),  // bf16 tie, even above
+                          1.0f + std::ldexp(1.0f, -11),     // fp16 tie: 1
+                          1.0f + 3 * std::ldexp(1.0f, -11),
+                          65504.0f,
+                          65519.0f,
+                          65520.0f,
+                          -70000.0f,
+                          std::ldexp(1.0f, -24),
+                          std::ldexp(1.0f, -25),
+                          std::ldexp(3.0f, -26),
+                          std::ldexp(1.0f, -14) * 0.75f,
+                          3.0e38f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()};
+  std::mt19937 rng(31);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> expo(-30, 20);
+  for (int i = 0; i < 20000; ++i) x.push_back(std::ldexp(mant(rng), expo(rng)));
+  const size_t n = x.size();
+  DeviceBuffer dx(x);
+  __nv_bfloat16* bf = nullptr;
+  __half* hf = nullptr;
+  ASSERT_EQ(cudaMalloc(&bf, n * sizeof(*bf)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&hf, n * sizeof(*hf)), cudaSuccess);
+  ASSERT_EQ(cuda::CastToBf16(dx.p, bf, n, nullptr), cudaSuccess);
+  ASSERT_EQ(cuda::CastToFp16(dx.p, hf, n, nullptr), cudaSuccess);
+  std::vector<uint16_t> got_bf(n), got_hf(n);
+  ASSERT_EQ(cudaMemcpy(got_bf.data(), bf, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got_hf.data(), hf, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(bf), cudaFree(hf);
+  int fp16_inf = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) {  // any NaN encoding
+      EXPECT_TRUE(std::isnan(cpu::Bf16ToFloat(got_bf[i]))) << "bf16 of NaN";
+      EXPECT_TRUE(std::isnan(cpu::Fp16ToFloat(got_hf[i]))) << "fp16 of NaN";
+      continue;
+    }
+    ASSERT_EQ(got_bf[i], cpu::Bf16Bits(x[i])) << "bf16 of " << x[i] << " at " << i;
+    ASSERT_EQ(got_hf[i], cpu::Fp16Bits(x[i])) << "fp16 of " << x[i] << " at " << i;
+    if (std::isinf(cpu::Fp16ToFloat(got_hf[i])) && !std::isinf(x[i])) ++fp16_inf;
+  }
+  // The references themselves on the edges (so a shared mistake cannot pass).
+  EXPECT_EQ(cpu::Bf16ToFloat(cpu::Bf16Bits(x[3])), 1.0f);
+  EXPECT_EQ(cpu::Bf16ToFloat(cpu::Bf16Bits(x[4])), 1.0f + std::ldexp(1.0f, -6));
+  EXPECT_EQ(cpu::Fp16ToFloat(cpu::Fp16Bits(x[5])), 1.0f);
+  EXPECT_EQ(cpu::Fp16ToFloat(cpu::Fp16Bits(x[6])), 1.0f + std::ldexp(1.0f, -9));
+  EXPECT_EQ(cpu::Fp16ToFloat(cpu::Fp16Bits(65504.0f)), 65504.0f);
+  EXPECT_EQ(cpu::Fp16ToFloat(cpu::Fp16Bits(65519.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(cpu::Fp16ToFloat(cpu::Fp16Bits(65520.0f))));
+  EXPECT_EQ(cpu::Fp16ToFloat(cpu::Fp16Bits(std::ldexp(1.0f, -24))), std::ldexp(1.0f, -24));
+  EXPECT_EQ(cpu::Fp16ToFloat(cpu::Fp16Bits(std::ldexp(1.0f, -25))), 0.0f);  // tie to even 0
+  EXPECT_EQ(cpu::Fp16ToFloat(cpu::Fp16Bits(std::ldexp(3.0f, -26))), std::ldexp(1.0f, -24));
+  EXPECT_EQ(cpu::Fp16Bits(-0.0f), 0x8000);
+  EXPECT_GE(fp16_inf, 4);  // 65520, -70000, 3e38 and random values beyond 2^16
+}
+
+TEST(CudaKernels, ScaleInPlace) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<float> x = Random(1000, 100.0f, 40);
+  DeviceBuffer d(x);
+  ASSERT_EQ(cuda::ScaleInPlace(d.p, x.size(), 1.0f / 1024, nullptr), cudaSuccess);
+  const std::vector<float> got = d.Download(x.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], x[i] / 1024) << i;
 }
 
 }  // namespace

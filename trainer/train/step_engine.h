@@ -41,6 +41,11 @@ struct StepTotals {
   double loss = 0;       // global mean loss of the step (sum over ranks of their weighted parts)
   double grad_norm = 0;  // global L2 norm of the gradients before clipping
   double flag_sum = 0;   // sum over ranks of FinishStep's `flag`
+  // fp16 loss scaling (CUDA engine): the step's gradients overflowed, nothing was applied and
+  // the scale was lowered; grad_norm is then not meaningful. The loop counts it as a step taken
+  // (its batches are consumed, as torch's GradScaler does) without failing the job.
+  bool skipped = false;
+  double loss_scale = 0;  // the scale the step's loss was multiplied by; 0: none
 };
 
 struct ForwardOutput {

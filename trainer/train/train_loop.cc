@@ -328,7 +328,7 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         RM_ASSIGN_OR_RETURN(
             const StepTotals sr,
             engine_->FinishStep(loss, lr, job_.train.max_grad_norm, stop_here ? 1.0f : 0.0f));
-        if (!std::isfinite(sr.loss) || !std::isfinite(sr.grad_norm)) {
+        if (!std::isfinite(sr.loss) || (!sr.skipped && !std::isfinite(sr.grad_norm))) {
           // fp32 has no loss scale to lower: the step cannot be skipped and retried. Nothing of
           // this step is checkpointed; the last committed checkpoint stays the latest.
           return Diverged(
@@ -340,11 +340,19 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         ++cursor_;
         samples_seen_ += n_total;
         saved_at_step = false;
-        RM_RETURN_IF_ERROR(AppendMetrics({{"step", step_},
-                                          {"epoch", epoch_ + 1},
-                                          {"loss", sr.loss},
-                                          {"lr", lr},
-                                          {"grad_norm", sr.grad_norm}}));
+        nlohmann::json line = {{"step", step_},
+                               {"epoch", epoch_ + 1},
+                               {"loss", sr.loss},
+                               {"lr", lr},
+                               {"grad_norm", sr.skipped ? 0.0 : sr.grad_norm}};
+        if (sr.loss_scale > 0) line["loss_scale"] = sr.loss_scale;
+        if (sr.skipped) {
+          line["skipped"] = true;
+          progress.Message(absl::StrFormat(
+              "step %d: fp16 gradients overflowed at loss scale %g; step skipped, scale halved",
+              step_, sr.loss_scale));
+        }
+        RM_RETURN_IF_ERROR(AppendMetrics(line));
         progress.Update(step_, sr.loss, lr, n_total);
         fig.step = step_;
         fig.loss = sr.loss;

@@ -132,6 +132,14 @@ cublasStatus_t BuildSpec(const char* api, cublasLtMatmulDesc_t desc, const float
   s->alpha = alpha == nullptr ? 1.0f : *alpha;
   s->beta = beta == nullptr ? 1.0f : *beta;  // Heuristic: assume C is read.
   s->tf32 = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+  // TF32 is an fp32-input mode: 16-bit operands take CUBLAS_COMPUTE_32F (as in cuBLASLt's table
+  // of supported type combinations).
+  if (s->tf32 && (la.type != CUDA_R_32F || lb.type != CUDA_R_32F)) {
+    return Refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                  std::string(api) + ": CUBLAS_COMPUTE_32F_FAST_TF32 needs fp32 A and B (got " +
+                      std::to_string(la.type) + ", " + std::to_string(lb.type) +
+                      "); 16-bit inputs use CUBLAS_COMPUTE_32F");
+  }
   s->a = ToOperand("A", A, la);
   s->b = ToOperand("B", B, lb);
   s->c = ToOperand("C", C, lc);

@@ -484,7 +484,19 @@ TEST_F(CublasLtEmuTest, RefusesUnsupportedConfigurationsLoudly) {
   call.c = dd, call.c_type = CUDA_R_16BF, call.ldc = 2, call.d = dd, call.d_type = CUDA_R_16BF,
   call.ldd = 2;
   EXPECT_EQ(call.Run(h_), CUBLAS_STATUS_NOT_SUPPORTED);
-  cudaFree(da), cudaFree(db), cudaFree(dd);
+  // Mixed-precision combinations cuBLASLt does not offer: A and B of different 16-bit types,
+  // and TF32 compute with 16-bit inputs. bf16 A and B with fp32 C/D under COMPUTE_32F run.
+  void* h16 = Upload(std::vector<__nv_bfloat16>(4));
+  void* f16 = Upload(std::vector<__half>(4));
+  float* d32 = Upload(std::vector<float>(4));
+  call.a = h16, call.a_type = CUDA_R_16BF, call.b = f16, call.b_type = CUDA_R_16F;
+  call.c = d32, call.c_type = CUDA_R_32F, call.d = d32, call.d_type = CUDA_R_32F;
+  EXPECT_EQ(call.Run(h_), CUBLAS_STATUS_NOT_SUPPORTED);
+  call.b = h16, call.b_type = CUDA_R_16BF, call.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  EXPECT_EQ(call.Run(h_), CUBLAS_STATUS_NOT_SUPPORTED);
+  call.compute = CUBLAS_COMPUTE_32F;
+  EXPECT_EQ(call.Run(h_), CUBLAS_STATUS_SUCCESS);
+  cudaFree(da), cudaFree(db), cudaFree(dd), cudaFree(h16), cudaFree(f16), cudaFree(d32);
 }
 
 TEST_F(CublasLtEmuTest, RefusesOperandsOutsideTheirAllocation) {
