@@ -41,6 +41,8 @@ def status_cell(s):
 def render(r):
     out = []
     emulated = r.get("mode") != "gpu"
+    if r.get("shapes") == "tiny" and not emulated:
+        out.append("**TINY SHAPES (--tiny smoke test): not BERT-base figures.**\n")
     if emulated:
         out.append("**EMULATOR REHEARSAL: these figures come from the CPU emulator and are not "
                    "performance figures.**\n")
@@ -147,9 +149,9 @@ def main():
     if args.print:
         sys.stdout.write(text)
         return 0
-    if r.get("mode") != "gpu":
-        print("gpu_check_report: refusing to write an emulator rehearsal's figures into "
-              f"{args.write}: they are not performance figures", file=sys.stderr)
+    if r.get("mode") != "gpu" or r.get("shapes") != "bert-base":
+        print("gpu_check_report: refusing to write an emulator rehearsal's (or a --tiny run's) "
+              f"figures into {args.write}: they are not performance figures", file=sys.stderr)
         return 2
     page = open(args.write).read()
     if BEGIN not in page or END not in page:

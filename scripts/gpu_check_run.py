@@ -71,7 +71,7 @@ class Runner:
         self.start = now()
         self.deadline = self.start + args.budget
         self.manifest = json.load(open(os.path.join(self.bundle, "manifest.json")))
-        self.shapes = EMU_SHAPES if self.emulated else GPU_SHAPES
+        self.shapes = EMU_SHAPES if self.emulated or args.tiny else GPU_SHAPES
         # The python with PyTorch: the image's python3 on the GPU machine; GPU_CHECK_PYTHON (a
         # virtual environment, say) elsewhere.
         self.python = (os.environ.get("GPU_CHECK_PYTHON") or shutil.which("python3")
@@ -84,6 +84,7 @@ class Runner:
             "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="seconds"),
             "budget_s": args.budget,
+            "shapes": "tiny" if self.emulated or args.tiny else "bert-base",
             "bundle": {k: self.manifest.get(k) for k in
                        ("commit", "built_on", "cuda_built_with", "glibc_required",
                         "glibcxx_required", "emulated")},
@@ -500,7 +501,8 @@ output: {{dir: {os.path.join(self.work, name)}, checkpoint_every_steps: 0}}
                     r = json.loads(line)
                 except json.JSONDecodeError:
                     pass
-        r.update(mem)
+        if rc == 0:
+            r.update(mem)
         r["wall_s"] = round(secs, 1)
         if to:
             r["status"] = "timeout"
@@ -618,7 +620,8 @@ output: {{dir: {os.path.join(self.work, name)}, checkpoint_every_steps: 0}}
                    "errors": int(m.group(1)) if m else None, "gtest": self.gtest_counts(xml)}
             if h:
                 row["hazards"], row["errors"], row["warnings"] = map(int, h.groups())
-            row["status"] = ("timeout" if to else "clean" if rc == 0 and not row["errors"]
+            row["status"] = ("timeout" if to else "skipped (77: no device)" if rc == 77
+                             else "clean" if rc == 0 and not row["errors"]
                              else f"errors (exit {rc})")
             if row["status"].startswith("errors"):
                 self.failed.append(f"sanitizers:{tool}:{b}")
@@ -768,6 +771,8 @@ def main():
     p.add_argument("--budget", type=float, default=470)
     p.add_argument("--stages", default=",".join(STAGE_ORDER))
     p.add_argument("--emulate", action="store_true")
+    p.add_argument("--tiny", action="store_true",
+                   help="the rehearsal's tiny shapes on a GPU too (a smoke test, no figures)")
     args = p.parse_args()
     unknown = set(args.stages.split(",")) - set(STAGE_ORDER)
     if unknown:
