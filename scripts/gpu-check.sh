@@ -20,7 +20,8 @@
 #
 # PyTorch side: python3, or GPU_CHECK_PYTHON (for --emulate, the repo's .venv when it exists).
 # Options: --build-dir DIR, --bundle DIR, --out DIR, --budget SECONDS, --stages a,b,...
-# (tests, engine, gelu, bench, sanitizers, finetune), --jobs N (build parallelism, 2).
+# (tests, engine, gelu, bench, sanitizers, finetune), --jobs N (build parallelism, 2), --tiny
+# (with --run: the rehearsal's tiny shapes, a smoke test whose figures are not BERT-base's).
 # The run needs only the bundle, the CUDA toolkit/driver, python3 (PyTorch and transformers for
 # the PyTorch side, skipped when missing): no gRPC, Abseil, yaml-cpp, OpenBLAS or GTest there.
 # docs/performance-gpu.md says how to read the output; scripts/gpu_check_report.py turns
@@ -36,6 +37,7 @@ out="${OUT:-}"
 budget=470
 stages=""
 jobs=2
+tiny=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --prepare | --run | --emulate) mode=${1#--} ;;
@@ -45,7 +47,8 @@ while [[ $# -gt 0 ]]; do
     --budget) budget=$2; shift ;;
     --stages) stages=$2; shift ;;
     --jobs) jobs=$2; shift ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    --tiny) tiny=1 ;;
+    -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -91,8 +94,8 @@ prepare() {
     --train $rows --dev $dev --seed 1 >/dev/null
   python3 "$ROOT/scripts/gpu_check_bundle.py" long-rows --input "$staging/bundle/data/sst2/train.tsv" \
     --output "$staging/bundle/data/bench.tsv" --rows 2048 --min-words 160
-  rm -rf "$dest"
   mkdir -p "$dest"
+  rm -rf "$dest/bundle.tgz" "$dest/out"
   tar -C "$staging/bundle" -czf "$dest/bundle.tgz" .
   local bundle_bytes tracked_bytes total
   bundle_bytes=$(du -sb "$dest" | cut -f1)
@@ -122,6 +125,7 @@ run() {
   local args=(--bundle "$unpacked" --out "$outdir" --budget "$budget" --repo "$ROOT")
   [[ -n $stages ]] && args+=(--stages "$stages")
   [[ $emulated == 1 ]] && args+=(--emulate)
+  [[ $tiny == 1 ]] && args+=(--tiny)
   local rc=0
   PYTHONUNBUFFERED=1 python3 "$ROOT/scripts/gpu_check_run.py" "${args[@]}" || rc=$?
   rm -rf "$unpacked"
