@@ -1,0 +1,807 @@
+#!/usr/bin/env python3
+"""The run of scripts/gpu-check.sh (--run on a lent GPU, --emulate here). Standard library only.
+
+Stages, each time-boxed inside --budget seconds (a stage that finds no time left is reported as
+skipped, never silently dropped), in this order:
+  tests       every gpu test binary of the bundle (gtest XML, exit codes)
+  engine      tests/trainer_cuda_engine.sh: the CUDA engine against the CPU engine, one job
+  gelu        gelu_epilogue_probe: cuBLASLt's GELU epilogue against exact-erf and tanh GELU
+  bench       ringmaster-trainer's CUDA engine (fp32; bf16 where accepted) against PyTorch
+              (eager fp32, eager bf16 + SDPA, torch.compile) and a bf16 matmul ceiling
+  sanitizers  compute-sanitizer memcheck / racecheck / synccheck / initcheck on the tests
+  finetune    an SST-2-size fine-tune (3 epochs, batch 32, seq 64), timed, with dev accuracy
+Writes OUT/gpu-check.log, OUT/gpu-check.json and OUT/details.tgz (per-stage logs, gtest XML).
+Exit 0 when nothing failed (skips allowed), 1 otherwise.
+"""
+import argparse
+import datetime
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+STAGE_ORDER = ["tests", "engine", "gelu", "bench", "sanitizers", "finetune"]
+# Most seconds a stage may take, and the least kept for it while earlier stages run.
+GPU_CAPS = {"tests": 150, "engine": 90, "gelu": 30, "bench": 300, "sanitizers": 150,
+            "finetune": 10 ** 6}
+GPU_RESERVE = {"tests": 30, "engine": 20, "gelu": 5, "bench": 90, "sanitizers": 40, "finetune": 0}
+
+# Shapes: BERT-base at the issue's sizes on a GPU; tiny ones for the emulator rehearsal.
+GPU_SHAPES = {
+    "model": {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+              "num_attention_heads": 12, "intermediate_size": 3072},
+    "bench": {"seq": 128, "batch": 32, "warmup": 5, "steps": 30, "torch_steps": 20,
+              "matmul_n": 8192},
+    "finetune": {"seq": 64, "batch": 32, "epochs": 3, "lr": 1.0e-4},
+}
+EMU_SHAPES = {
+    "model": {"vocab_size": 1024, "hidden_size": 32, "num_hidden_layers": 2,
+              "num_attention_heads": 2, "intermediate_size": 64},
+    "bench": {"seq": 32, "batch": 4, "warmup": 2, "steps": 4, "torch_steps": 3,
+              "matmul_n": 256},
+    "finetune": {"seq": 64, "batch": 32, "epochs": 3, "lr": 1.0e-3},
+}
+
+
+def now():
+    return time.monotonic()
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.emulated = args.emulate
+        self.bundle = os.path.abspath(args.bundle)
+        self.repo = os.path.abspath(args.repo)
+        self.out = os.path.abspath(args.out)
+        self.details = os.path.join(self.out, "details")
+        os.makedirs(self.details, exist_ok=True)
+        self.work = os.path.join(self.bundle, "work")
+        os.makedirs(self.work, exist_ok=True)
+        self.logf = open(os.path.join(self.out, "gpu-check.log"), "w")
+        self.start = now()
+        self.deadline = self.start + args.budget
+        self.manifest = json.load(open(os.path.join(self.bundle, "manifest.json")))
+        self.shapes = EMU_SHAPES if self.emulated or args.tiny else GPU_SHAPES
+        # The python with PyTorch: the image's python3 on the GPU machine; GPU_CHECK_PYTHON (a
+        # virtual environment, say) elsewhere.
+        self.python = (os.environ.get("GPU_CHECK_PYTHON") or shutil.which("python3")
+                       or sys.executable)
+        self.failed = []
+        self.result = {
+            "mode": "emulated" if self.emulated else "gpu",
+            "note": ("emulator rehearsal on the CPU: NOT a performance figure" if self.emulated
+                     else "real GPU run"),
+            "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"),
+            "budget_s": args.budget,
+            "shapes": "tiny" if self.emulated or args.tiny else "bert-base",
+            "bundle": {k: self.manifest.get(k) for k in
+                       ("commit", "built_on", "cuda_built_with", "glibc_required",
+                        "glibcxx_required", "emulated")},
+            "stages": {},
+        }
+        self.env = dict(os.environ)
+
+    # ---- output -------------------------------------------------------------------------------
+    def log(self, msg=""):
+        stamp = f"[{now() - self.start:6.1f}s] "
+        for line in str(msg).splitlines() or [""]:
+            print(stamp + line, flush=True)
+            self.logf.write(stamp + line + "\n")
+        self.logf.flush()
+
+    def remaining(self):
+        return self.deadline - now()
+
+    def sh(self, cmd, timeout, name, env=None, cwd=None, poll=None):
+        """Runs cmd (list) with output to details/NAME.txt; kills its process group at timeout.
+        poll(proc) is called every 5 ms while it runs. Returns (rc, seconds, timed_out, text)."""
+        path = os.path.join(self.details, name + ".txt")
+        timeout = max(1.0, timeout)
+        t0 = now()
+        with open(path, "w") as f:
+            f.write("$ " + " ".join(cmd) + "\n")
+            f.flush()
+            try:
+                p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env or self.env,
+                                     cwd=cwd or self.work, start_new_session=True)
+            except OSError as e:
+                f.write(f"cannot start: {e}\n")
+                return 127, 0.0, False, f"cannot start: {e}"
+            timed_out = False
+            while p.poll() is None:
+                if poll is not None:
+                    poll(p)
+                if now() - t0 > timeout:
+                    timed_out = True
+                    try:
+                        os.killpg(p.pid, signal.SIGTERM)
+                        p.wait(5)
+                    except (subprocess.TimeoutExpired, ProcessLookupError):
+                        try:
+                            os.killpg(p.pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    p.wait()
+                    break
+                time.sleep(0.005)
+            if poll is not None:
+                poll(p)
+        text = open(path, errors="replace").read()
+        return p.returncode, now() - t0, timed_out, text
+
+    # ---- environment --------------------------------------------------------------------------
+    def lib_env(self, compat):
+        dirs = [os.path.join(self.bundle, "lib")]
+        if compat:
+            dirs.insert(0, os.path.join(self.bundle, "lib-compat"))
+        dirs += self.cuda_dirs
+        old = os.environ.get("LD_LIBRARY_PATH")
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = ":".join(dirs + ([old] if old else []))
+        env.setdefault("OMP_NUM_THREADS", "8" if not self.emulated else "2")
+        return env
+
+    def find_cuda_libs(self, missing):
+        """Folders holding the sonames the bundle leaves to the image (libcublasLt, libnccl)."""
+        candidates = ["/usr/local/cuda/lib64", "/usr/local/cuda/lib",
+                      "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/nvidia/lib64",
+                      "/usr/lib/x86_64-linux-gnu"]
+        candidates += sorted(glob.glob("/usr/local/cuda-*/lib64"))
+        candidates += sorted(glob.glob("/usr/local/cuda-*/targets/x86_64-linux/lib"))
+        try:  # PyTorch's CUDA wheels (nvidia-cublas, nvidia-nccl-cu13)
+            out = subprocess.run([self.python, "-c",
+                                  "import nvidia, sys; print('\\n'.join(nvidia.__path__))"],
+                                 capture_output=True, text=True, timeout=30).stdout
+            for root in out.split():
+                for d, _, files in os.walk(root):
+                    if any(f.startswith(("libcublas", "libnccl", "libcudart")) for f in files):
+                        candidates.append(d)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        found, dirs = {}, []
+        for soname in missing:
+            for d in candidates:
+                if os.path.exists(os.path.join(d, soname)):
+                    found[soname] = os.path.join(d, soname)
+                    if d not in dirs:
+                        dirs.append(d)
+                    break
+        return found, dirs
+
+    def ldd_missing(self, env):
+        missing, version_errors = set(), []
+        if shutil.which("ldd") is None:  # no ldd: assume the libraries left to the image
+            return {"libcublasLt.so.13", "libnccl.so.2"}, []
+        for b in self.manifest["binaries"]:
+            r = subprocess.run(["ldd", os.path.join(self.bundle, "bin", b)], capture_output=True,
+                               text=True, env=env)
+            for line in (r.stdout + r.stderr).splitlines():
+                m = re.match(r"\s*(\S+) => not found", line)
+                if m:
+                    missing.add(m.group(1))
+                if "version `" in line and "not found" in line:
+                    version_errors.append(line.strip())
+        return missing, version_errors
+
+    def setup(self):
+        env_info = {}
+        for cmd, key in ((["uname", "-r"], "kernel"), (["ldd", "--version"], "glibc")):
+            try:
+                env_info[key] = subprocess.run(cmd, capture_output=True, text=True).stdout \
+                    .splitlines()[0]
+            except (OSError, IndexError):
+                env_info[key] = None
+        if os.path.exists("/etc/os-release"):
+            for line in open("/etc/os-release"):
+                if line.startswith("PRETTY_NAME="):
+                    env_info["os"] = line.split("=", 1)[1].strip().strip('"')
+        smi = shutil.which("nvidia-smi")
+        env_info["nvidia_smi"] = bool(smi)
+        if smi:
+            q = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total,clocks.sm,"
+                                "clocks.max.sm,clocks.mem,power.limit",
+                                "--format=csv,noheader"], capture_output=True, text=True)
+            env_info["gpu"] = q.stdout.strip() or q.stderr.strip()
+        self.cuda_dirs = []
+        env = self.lib_env(False)
+        missing, _ = self.ldd_missing(env)
+        found, self.cuda_dirs = self.find_cuda_libs(sorted(missing))
+        if shutil.which("ldd") is None:
+            env_info["ldd"] = "absent: library check skipped"
+            self.env = env = self.lib_env(False)
+            self.result["env"] = env_info
+            self.log(f"environment: {json.dumps(env_info)}")
+            return True
+        env_info["libs_from_image"] = found
+        compat = False
+        env = self.lib_env(False)
+        missing, version_errors = self.ldd_missing(env)
+        if any("GLIBCXX" in v or "CXXABI" in v or "GCC_" in v for v in version_errors):
+            compat = True  # the image's libstdc++ is older than the one built with
+            env = self.lib_env(True)
+            missing, version_errors = self.ldd_missing(env)
+        env_info["bundled_libstdcxx_used"] = compat
+        self.env = env
+        self.result["env"] = env_info
+        self.log(f"environment: {json.dumps(env_info)}")
+        if missing or version_errors:
+            msg = (f"the bundle cannot load here: missing {sorted(missing)}; "
+                   f"{version_errors[:3]} (it needs glibc >= "
+                   f"{self.manifest.get('glibc_required')}, built on "
+                   f"{self.manifest.get('built_on')})")
+            self.log("FAIL: " + msg)
+            self.result["setup_error"] = msg
+            return False
+        return True
+
+    # ---- stages -------------------------------------------------------------------------------
+    def stage_budget(self, name):
+        later = STAGE_ORDER[STAGE_ORDER.index(name) + 1:]
+        keep = sum(GPU_RESERVE[s] for s in later if s in self.stages)
+        return min(GPU_CAPS[name] * (4 if self.emulated else 1), self.remaining() - keep)
+
+    def gtest_counts(self, xml):
+        try:
+            root = ET.parse(xml).getroot()
+        except (OSError, ET.ParseError):
+            return None
+        a = root.attrib
+        c = {k: int(a.get(k, 0)) for k in ("tests", "failures", "errors", "skipped",
+                                             "disabled")}
+        c["failed_cases"] = [f"{tc.attrib.get('classname')}.{tc.attrib.get('name')}"
+                             for tc in root.iter("testcase") if tc.find("failure") is not None]
+        return c
+
+    def run_tests(self, budget):
+        end = now() + budget
+        rows = []
+        for t in self.manifest["tests"]:
+            left = end - now()
+            if left < 5:
+                rows.append({"name": t["name"], "status": "skipped: no time left"})
+                continue
+            xml = os.path.join(self.details, f"gtest-{t['name']}.xml")
+            env = dict(self.env)
+            env.update(t["env"])
+            cmd = [os.path.join(self.bundle, "bin", t["bin"])] + t["args"]
+            if t.get("gtest", True):
+                cmd.append(f"--gtest_output=xml:{xml}")
+            rc, secs, to, text = self.sh(cmd, min(left, 300 if self.emulated else 120),
+                                         "test-" + t["name"], env=env)
+            status = ("timeout" if to else "pass" if rc == 0 else "skipped (77: no device)"
+                      if rc == 77 else f"fail (exit {rc})")
+            row = {"name": t["name"], "status": status, "seconds": round(secs, 2),
+                   "gtest": self.gtest_counts(xml)}
+            rows.append(row)
+            self.log(f"  {t['name']}: {status} in {secs:.1f}s"
+                     + (f" {row['gtest']['failed_cases']}" if row["gtest"] and
+                        row["gtest"]["failed_cases"] else ""))
+            if not (status == "pass" or status.startswith("skipped")):
+                self.failed.append("tests:" + t["name"])
+                self.log("\n".join("    " + l for l in text.splitlines()[-25:]))
+        return {"tests": rows}
+
+    def run_engine(self, budget):
+        script = os.path.join(self.repo, "tests", "trainer_cuda_engine.sh")
+        env = dict(self.env)
+        env["TRAINER"] = os.path.join(self.bundle, "bin", "ringmaster-trainer")
+        rc, secs, to, text = self.sh(["bash", script], budget, "engine", env=env)
+        r = {"exit": rc, "seconds": round(secs, 1), "timed_out": to}
+        m = re.search(r"max relative loss difference (\S+) over (\d+) steps", text)
+        if m:
+            r["max_rel_loss_diff"] = float(m.group(1))
+            r["steps"] = int(m.group(2))
+        m = re.search(r"dev accuracy: cpu (\S+), cuda (\S+)", text)
+        if m:
+            r["dev_accuracy_cpu"], r["dev_accuracy_cuda"] = m.group(1), m.group(2)
+        r["status"] = ("timeout" if to else "pass" if rc == 0 else "skipped (77)" if rc == 77
+                       else f"fail (exit {rc})")
+        if r["status"] not in ("pass",) and not r["status"].startswith("skipped"):
+            self.failed.append("engine")
+        self.log("\n".join("  " + l for l in text.splitlines()[-12:]))
+        return r
+
+    def run_gelu(self, budget):
+        rc, secs, to, text = self.sh([os.path.join(self.bundle, "bin", "gelu_epilogue_probe")],
+                                     budget, "gelu-probe")
+        r = {"exit": rc, "seconds": round(secs, 2)}
+        for line in text.splitlines():
+            if line.startswith("{"):
+                try:
+                    r.update(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+        if self.emulated:
+            r["meaning"] = ("the emulator's cuBLASLt stand-in answers its own setting "
+                            "(CUDA_EMU_CUBLASLT_GELU, tanh by default), not a GPU's")
+        r["status"] = "pass" if rc == 0 else "skipped (77)" if rc == 77 else f"fail (exit {rc})"
+        if rc not in (0, 77):
+            self.failed.append("gelu")
+        self.log("  " + text.strip().splitlines()[-1] if text.strip() else "  (no output)")
+        return r
+
+    # Memory of a process on the GPU, sampled with nvidia-smi in a thread while it runs.
+    class MemoryWatch:
+        def __init__(self, enabled):
+            self.enabled = enabled and shutil.which("nvidia-smi") is not None
+            self.pid = None
+            self.peak_proc = None
+            self.peak_used = None
+            self.base_used = None
+            self._stop = threading.Event()
+            self._thread = None
+
+        def _used(self):
+            r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used",
+                                "--format=csv,noheader,nounits"], capture_output=True, text=True)
+            try:
+                return float(r.stdout.split()[0])
+            except (IndexError, ValueError):
+                return None
+
+        def _loop(self):
+            while not self._stop.is_set():
+                r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                                    "--format=csv,noheader,nounits"], capture_output=True,
+                                   text=True)
+                for line in r.stdout.splitlines():
+                    parts = [x.strip() for x in line.split(",")]
+                    if len(parts) == 2 and self.pid is not None and parts[0] == str(self.pid):
+                        try:
+                            v = float(parts[1])
+                            self.peak_proc = max(self.peak_proc or 0, v)
+                        except ValueError:
+                            pass
+                u = self._used()
+                if u is not None:
+                    self.peak_used = max(self.peak_used or 0, u)
+                self._stop.wait(0.25)
+
+        def start(self):
+            if self.enabled:
+                self.base_used = self._used()
+                self._thread = threading.Thread(target=self._loop, daemon=True)
+                self._thread.start()
+
+        def stop(self):
+            if self._thread:
+                self._stop.set()
+                self._thread.join()
+            if not self.enabled:
+                return {"gpu_mem_note": "nvidia-smi absent: not measured"}
+            d = {"gpu_mem_process_peak_mib": self.peak_proc}
+            if self.peak_used is not None and self.base_used is not None:
+                d["gpu_mem_device_delta_peak_mib"] = self.peak_used - self.base_used
+            return d
+
+    def write_job(self, name, model, data, train, precision):
+        cfg = ", ".join(f"{k}: {v}" for k, v in model.items())
+        eval_line = f", eval: {data['eval']}" if data.get("eval") else ""
+        text = f"""model:
+  config: {{{cfg}, max_position_embeddings: 512, hidden_dropout_prob: 0.1,
+           attention_probs_dropout_prob: 0.1}}
+  vocab: {os.path.join(self.bundle, 'data', 'sst2', 'vocab.txt')}
+data: {{train: {data['train']}{eval_line}, max_seq_len: {data['seq']}, shuffle: true}}
+train: {{{train}, global_batch_size: {data['batch']}, micro_batch_size: {data['batch']},
+        seed: 7, device: cuda, precision: {precision}}}
+output: {{dir: {os.path.join(self.work, name)}, checkpoint_every_steps: 0}}
+"""
+        path = os.path.join(self.work, name + ".yaml")
+        shutil.rmtree(os.path.join(self.work, name), ignore_errors=True)
+        open(path, "w").write(text)
+        return path
+
+    def run_trainer(self, name, job, timeout, done=None):
+        """ringmaster-trainer train on JOB, timing each step by when its metrics line appears.
+        The process is killed once done(steps, evals) holds: neither the benchmark nor the timed
+        fine-tune needs the export of the model (seconds of writing BERT-base's state)."""
+        metrics = os.path.join(self.work, name, "metrics.jsonl")
+        seen = {"offset": 0, "buf": "", "steps": {}, "evals": []}
+
+        def poll(_):
+            try:
+                with open(metrics) as f:
+                    f.seek(seen["offset"])
+                    chunk = f.read()
+                    seen["offset"] = f.tell()
+            except OSError:
+                return
+            t = now()
+            seen["buf"] += chunk
+            *lines, seen["buf"] = seen["buf"].split("\n")
+            for line in lines:
+                try:
+                    d = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if "loss" in d:
+                    seen["steps"][d["step"]] = (t, d["loss"])
+                if "eval_accuracy" in d:
+                    seen["evals"].append({"epoch": d.get("epoch"), "step": d.get("step"),
+                                          "accuracy": d["eval_accuracy"],
+                                          "loss": d.get("eval_loss")})
+
+        watch = self.MemoryWatch(not self.emulated)
+        trainer = os.path.join(self.bundle, "bin", "ringmaster-trainer")
+        started = {"pid": None}
+
+        def poll_and_pid(p):
+            if started["pid"] is None:
+                started["pid"] = p.pid
+                watch.pid = p.pid
+            poll(p)
+            if done is not None and done(seen["steps"], seen["evals"]) and \
+                    p.poll() is None and not started.get("killed"):
+                started["killed"] = True
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+        watch.start()
+        rc, secs, to, text = self.sh([trainer, "train", "--config", job], timeout, name,
+                                     poll=poll_and_pid)
+        r = {"exit": rc, "wall_s": round(secs, 2), "timed_out": to}
+        if started.get("killed"):
+            r["exit"] = 0
+            r["note"] = "killed once its figures were in (the export is not needed)"
+        r.update(watch.stop())
+        r["engine_line"] = next((l.strip() for l in text.splitlines() if "CUDA engine" in l), None)
+        steps = seen["steps"]
+        r["steps_done"] = max(steps) if steps else 0
+        if steps:
+            r["loss_first"] = steps[min(steps)][1]
+            r["loss_last"] = steps[max(steps)][1]
+        r["evals"] = seen["evals"]
+        r["_steps"] = steps
+        r["_text"] = text
+        return r
+
+    @staticmethod
+    def rate(steps, skip):
+        """Seconds per step between the (skip)-th and the last step seen."""
+        ks = sorted(steps)
+        if len(ks) < skip + 2:
+            return None
+        a, b = ks[skip], ks[-1]
+        dt = steps[b][0] - steps[a][0]
+        return dt / (b - a) if dt > 0 else None
+
+    def bench_trainer(self, precision, timeout):
+        b, m = self.shapes["bench"], self.shapes["model"]
+        data = {"train": os.path.join(self.bundle, "data", "bench.tsv"), "seq": b["seq"],
+                "batch": b["batch"]}
+        total = b["warmup"] + b["steps"]
+        job = self.write_job(f"bench-{precision}", m, data,
+                             f"epochs: 1, max_steps: {total}, lr: 2.0e-5", precision)
+        r = self.run_trainer(f"bench-{precision}", job, timeout,
+                             done=lambda steps, _: bool(steps) and max(steps) >= total)
+        text = r.pop("_text")
+        steps = r.pop("_steps")
+        if r["exit"] == 3 and precision != "fp32":  # a bad job: this precision is refused
+            why = next((l.strip() for l in reversed(text.splitlines()) if "precision" in l), "")
+            return {"status": f"not available (the trainer refuses precision: {precision} on "
+                              "cuda, exit 3)", "refusal": why[-300:]}
+        spp = self.rate(steps, b["warmup"])
+        if r["exit"] != 0 or spp is None:
+            r["status"] = f"fail (exit {r['exit']}{', timed out' if r['timed_out'] else ''})"
+            self.log("\n".join("    " + l for l in text.splitlines()[-15:]))
+            return r
+        r["status"] = "pass"
+        r["step_ms"] = spp * 1e3
+        r["samples_per_s"] = b["batch"] / spp
+        r["tokens_per_s"] = b["batch"] * b["seq"] / spp
+        r["measured_steps"] = f"{sorted(steps)[b['warmup']]}..{max(steps)}"
+        return r
+
+    def bench_torch(self, extra, timeout, name):
+        cmd = [self.python, os.path.join(self.repo, "scripts", "gpu_bench_torch.py")] + extra
+        watch = self.MemoryWatch(not self.emulated)
+
+        def poll(p):
+            watch.pid = p.pid
+
+        watch.start()
+        env = dict(os.environ)  # PyTorch with its own libraries, not the bundle's
+        rc, secs, to, text = self.sh(cmd, timeout, name, env=env, poll=poll)
+        mem = watch.stop()
+        r = {}
+        for line in text.splitlines():
+            if line.startswith("{"):
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    pass
+        if rc == 0:
+            r.update(mem)
+        r["wall_s"] = round(secs, 1)
+        if to:
+            r["status"] = "timeout"
+        elif rc == 3:
+            r["status"] = "not available: " + r.get("error", "?")
+        elif rc != 0:
+            r["status"] = f"fail (exit {rc})"
+            self.log("\n".join("    " + l for l in text.splitlines()[-10:]))
+        else:
+            r["status"] = "pass"
+        return r
+
+    def flops_per_sample(self, seq):
+        m = self.shapes["model"]
+        h, L, i = m["hidden_size"], m["num_hidden_layers"], m["intermediate_size"]
+        dense = L * (4 * h * h + 2 * h * i)  # QKV, attention output, the two FFN matrices
+        # forward+backward = 3 x forward's 2 flops per multiply-add; attention's two products
+        # (QK^T, PV) are 2*2*s^2*h per layer forward; the pooler and classifier once per sample.
+        return 6 * seq * dense + 3 * 4 * L * seq * seq * h + 6 * h * h
+
+    def run_bench(self, budget):
+        end = now() + budget
+        b, m = self.shapes["bench"], self.shapes["model"]
+        r = {"shape": {"model": m, "seq": b["seq"], "batch": b["batch"],
+                       "ringmaster_steps_timed": b["steps"], "torch_steps_timed": b["torch_steps"]}}
+        r["flops_per_sample"] = self.flops_per_sample(b["seq"])
+        geo = ["--batch", str(b["batch"]), "--seq", str(b["seq"]), "--vocab",
+               str(m["vocab_size"]), "--hidden", str(m["hidden_size"]), "--layers",
+               str(m["num_hidden_layers"]), "--heads", str(m["num_attention_heads"]),
+               "--intermediate", str(m["intermediate_size"]), "--steps", str(b["torch_steps"]),
+               "--warmup", "3" if not self.emulated else "2"]
+        plan = [
+            ("matmul_bf16_ceiling", 40, lambda t: self.bench_torch(
+                ["--mode", "matmul", "--n", str(b["matmul_n"]), "--steps", "10"], t, "bench-matmul")),
+            ("ringmaster_fp32", 90, lambda t: self.bench_trainer("fp32", t)),
+            ("ringmaster_bf16", 90, lambda t: self.bench_trainer("bf16", t)),
+            ("torch_eager_fp32", 60, lambda t: self.bench_torch(
+                ["--mode", "bert", "--variant", "eager-fp32"] + geo, t, "bench-torch-eager-fp32")),
+            ("torch_eager_bf16_sdpa", 60, lambda t: self.bench_torch(
+                ["--mode", "bert", "--variant", "eager-bf16-sdpa"] + geo, t,
+                "bench-torch-eager-bf16")),
+            ("torch_compile_bf16_sdpa", 150, lambda t: self.bench_torch(
+                ["--mode", "bert", "--variant", "compile-bf16-sdpa"] + geo, t,
+                "bench-torch-compile")),
+        ]
+        for key, cap, fn in plan:
+            left = end - now()
+            if left < 10:
+                r[key] = {"status": "skipped: no time left"}
+                self.log(f"  {key}: skipped (no time left)")
+                continue
+            r[key] = fn(min(cap * (4 if self.emulated else 1), left))
+            s = r[key]
+            self.log(f"  {key}: {s.get('status')}"
+                     + (f", {s['samples_per_s']:.1f} samples/s" if "samples_per_s" in s else "")
+                     + (f", {s['tflops']:.1f} TFLOP/s" if "tflops" in s else ""))
+        ceiling = r["matmul_bf16_ceiling"].get("tflops")
+        for key in list(r):
+            s = r[key]
+            if isinstance(s, dict) and "samples_per_s" in s:
+                s["achieved_tflops"] = s["samples_per_s"] * r["flops_per_sample"] / 1e12
+                if ceiling:
+                    s["mfu_vs_bf16_matmul"] = s["achieved_tflops"] / ceiling
+        if r["ringmaster_fp32"].get("status", "").startswith("fail"):
+            self.failed.append("bench:ringmaster_fp32")
+        for ours, theirs in (("ringmaster_bf16", "torch_eager_bf16_sdpa"),
+                             ("ringmaster_bf16", "torch_compile_bf16_sdpa"),
+                             ("ringmaster_fp32", "torch_eager_fp32")):
+            a, c = r[ours].get("samples_per_s"), r[theirs].get("samples_per_s")
+            if a and c:
+                r[f"ratio_{ours}_vs_{theirs}"] = a / c
+        return r
+
+    def find_sanitizer(self):
+        for c in [shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer",
+                  "/usr/local/cuda/compute-sanitizer/compute-sanitizer"] + \
+                sorted(glob.glob("/usr/local/cuda*/compute-sanitizer/compute-sanitizer")) + \
+                sorted(glob.glob("/opt/nvidia/**/compute-sanitizer", recursive=True)):
+            if c and os.path.isfile(c) and os.access(c, os.X_OK):
+                return c
+        return None
+
+    def run_sanitizers(self, budget):
+        if self.emulated:
+            return {"status": "skipped: emulator build (compute-sanitizer checks GPU code; the "
+                              "emulator's own detectors ran in the tests stage)"}
+        cs = self.find_sanitizer()
+        if cs is None:
+            self.log("  compute-sanitizer is absent on this machine: stage skipped")
+            return {"status": "skipped: compute-sanitizer absent"}
+        end = now() + budget
+        r = {"compute_sanitizer": cs, "runs": []}
+        bins = {t["bin"] for t in self.manifest["tests"]}
+        plan = [("memcheck", "kernels_gpu_test", 90), ("racecheck", "kernels_gpu_test", 120),
+                ("memcheck", "gemm_gpu_test", 60), ("synccheck", "kernels_gpu_test", 60),
+                ("memcheck", "cuda_trainer_state_gpu_test", 60),
+                ("memcheck", "bert_cuda_gpu_test", 60), ("memcheck", "cuda_engine_gpu_test", 90),
+                ("initcheck", "kernels_gpu_test", 90)]
+        for tool, b, cap in plan:
+            if b not in bins:
+                continue
+            left = end - now()
+            if left < 10:
+                r["runs"].append({"tool": tool, "test": b, "status": "skipped: no time left"})
+                continue
+            name = f"sanitizer-{tool}-{b}"
+            xml = os.path.join(self.details, f"gtest-{name}.xml")
+            cmd = [cs, "--tool", tool, "--error-exitcode", "86", "--print-limit", "30",
+                   os.path.join(self.bundle, "bin", b), f"--gtest_output=xml:{xml}"]
+            rc, secs, to, text = self.sh(cmd, min(cap, left), name)
+            m = re.search(r"ERROR SUMMARY: (\d+) error", text)
+            h = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, "
+                          r"(\d+) warnings?\)", text)
+            row = {"tool": tool, "test": b, "exit": rc, "seconds": round(secs, 1),
+                   "errors": int(m.group(1)) if m else None, "gtest": self.gtest_counts(xml)}
+            if h:
+                row["hazards"], row["errors"], row["warnings"] = map(int, h.groups())
+            row["status"] = ("timeout" if to else "skipped (77: no device)" if rc == 77
+                             else "clean" if rc == 0 and not row["errors"]
+                             else f"errors (exit {rc})")
+            if row["status"].startswith("errors"):
+                self.failed.append(f"sanitizers:{tool}:{b}")
+                self.log("\n".join("    " + l for l in text.splitlines()[-20:]))
+            r["runs"].append(row)
+            self.log(f"  {tool} {b}: {row['status']} in {secs:.0f}s")
+        return r
+
+    def run_finetune(self, budget):
+        f, m = self.shapes["finetune"], self.shapes["model"]
+        if budget < 20:
+            return {"status": "skipped: no time left"}
+        rows = sum(1 for _ in open(os.path.join(self.bundle, "data", "sst2", "train.tsv"))) - 1
+        bf16 = self.result["stages"].get("bench", {}).get("ringmaster_bf16", {})
+        precision = "bf16" if bf16.get("status") == "pass" else "fp32"
+        data = {"train": os.path.join(self.bundle, "data", "sst2", "train.tsv"),
+                "eval": os.path.join(self.bundle, "data", "sst2", "dev.tsv"),
+                "seq": f["seq"], "batch": f["batch"]}
+        job = self.write_job("finetune", m, data,
+                             f"epochs: {f['epochs']}, lr: {f['lr']}, warmup_ratio: 0.06", precision)
+        total_steps = f["epochs"] * math.ceil(rows / f["batch"])
+        r = self.run_trainer("finetune", job, budget - 2,
+                             done=lambda steps, evals: len(evals) >= f["epochs"])
+        text = r.pop("_text")
+        steps = r.pop("_steps")
+        r.update({"rows": rows, "epochs": f["epochs"], "batch": f["batch"], "seq": f["seq"],
+                  "precision": precision, "total_steps": total_steps})
+        if steps:
+            ks = sorted(steps)
+            r["train_s_first_to_last_step"] = round(steps[ks[-1]][0] - steps[ks[0]][0], 2)
+            spp = self.rate(steps, min(5, len(ks) - 2)) if len(ks) > 2 else None
+            if spp:
+                r["step_ms"] = spp * 1e3
+                r["projected_train_s"] = round(spp * total_steps, 1)
+        if r["evals"]:
+            r["dev_accuracy"] = r["evals"][-1]["accuracy"]
+        if r["exit"] == 0 and len(r["evals"]) >= f["epochs"]:
+            r["status"] = "pass"
+        elif r["timed_out"]:
+            r["status"] = (f"time box hit after {r['steps_done']} of {total_steps} steps "
+                           "(figures projected)")
+        else:
+            r["status"] = f"fail (exit {r['exit']})"
+            self.failed.append("finetune")
+            self.log("\n".join("    " + l for l in text.splitlines()[-15:]))
+        return r
+
+    # ---- driver -------------------------------------------------------------------------------
+    def main(self):
+        self.stages = [s for s in STAGE_ORDER if s in self.args.stages.split(",")]
+        self.log(f"gpu-check ({self.result['mode']}): stages {','.join(self.stages)}, budget "
+                 f"{self.args.budget}s, bundle {self.manifest.get('commit')}")
+        if self.emulated:
+            self.log("EMULATOR REHEARSAL: every figure below is from the CPU emulator and is not "
+                     "a performance figure")
+        ok = self.setup()
+        fns = {"tests": self.run_tests, "engine": self.run_engine, "gelu": self.run_gelu,
+               "bench": self.run_bench, "sanitizers": self.run_sanitizers,
+               "finetune": self.run_finetune}
+        for s in STAGE_ORDER:
+            if s not in self.stages:
+                self.result["stages"][s] = {"status": "not requested"}
+                continue
+            if not ok:
+                self.result["stages"][s] = {"status": "skipped: the bundle does not load"}
+                continue
+            budget = self.stage_budget(s)
+            if budget < 5:
+                self.result["stages"][s] = {"status": "skipped: no time left"}
+                self.log(f"== {s}: skipped (no time left)")
+                continue
+            self.log(f"== {s} (up to {budget:.0f}s)")
+            t0 = now()
+            try:
+                self.result["stages"][s] = fns[s](budget)
+            except Exception as e:  # a broken stage must not lose the others' results
+                self.result["stages"][s] = {"status": f"fail (error in the script: {e!r})"}
+                self.failed.append(s)
+                self.log(f"  ERROR in stage {s}: {e!r}")
+            self.result["stages"][s]["stage_seconds"] = round(now() - t0, 1)
+            self.write()
+        if not ok:
+            self.failed.append("setup")
+        self.result["failed"] = self.failed
+        self.result["total_seconds"] = round(now() - self.start, 1)
+        self.write()
+        self.summary()
+        with tarfile.open(os.path.join(self.out, "details.tgz"), "w:gz") as tar:
+            tar.add(self.details, arcname="details")
+        shutil.rmtree(self.details)
+        return 1 if self.failed else 0
+
+    def write(self):
+        with open(os.path.join(self.out, "gpu-check.json"), "w") as f:
+            json.dump(self.result, f, indent=1, default=str)
+
+    def summary(self):
+        st = self.result["stages"]
+        self.log("== summary" + (" (EMULATOR REHEARSAL, not performance figures)"
+                                 if self.emulated else ""))
+        t = st.get("tests", {}).get("tests", [])
+        if t:
+            n_pass = sum(1 for x in t if x.get("status") == "pass")
+            self.log(f"tests: {n_pass}/{len(t)} pass; "
+                     + ", ".join(f"{x['name']}={x['status']}" for x in t if x.get("status") != "pass"))
+        e = st.get("engine", {})
+        self.log(f"engine: {e.get('status')} max rel loss diff {e.get('max_rel_loss_diff')}")
+        g = st.get("gelu", {})
+        self.log(f"gelu epilogue: fwd {g.get('gelu_fwd_form')} (erf {g.get('gelu_fwd_max_abs_diff_erf')}"
+                 f", tanh {g.get('gelu_fwd_max_abs_diff_tanh')}), dgelu {g.get('dgelu_form')}, "
+                 f"tf32 {g.get('tf32_rounding')}")
+        b = st.get("bench", {})
+        for k in ("matmul_bf16_ceiling", "ringmaster_fp32", "ringmaster_bf16", "torch_eager_fp32",
+                  "torch_eager_bf16_sdpa", "torch_compile_bf16_sdpa"):
+            s = b.get(k)
+            if not isinstance(s, dict):
+                continue
+            figs = [f"{s['samples_per_s']:.1f} samples/s" if "samples_per_s" in s else "",
+                    f"{s['tflops']:.0f} TFLOP/s" if "tflops" in s else "",
+                    f"MFU {100 * s['mfu_vs_bf16_matmul']:.1f}%" if "mfu_vs_bf16_matmul" in s
+                    else "",
+                    f"mem {s.get('gpu_mem_process_peak_mib')} MiB"
+                    if s.get("gpu_mem_process_peak_mib") else ""]
+            self.log(f"bench {k}: {s.get('status')} " + " ".join(x for x in figs if x))
+        for k, v in b.items():
+            if k.startswith("ratio_"):
+                self.log(f"bench {k}: {v:.2f}x")
+        sa = st.get("sanitizers", {})
+        if "runs" in sa:
+            for x in sa["runs"]:
+                self.log(f"sanitizer {x['tool']} {x['test']}: {x['status']}")
+        else:
+            self.log(f"sanitizers: {sa.get('status')}")
+        f = st.get("finetune", {})
+        self.log(f"finetune: {f.get('status')} steps {f.get('steps_done')}/{f.get('total_steps')}"
+                 f" train {f.get('train_s_first_to_last_step')}s (projected "
+                 f"{f.get('projected_train_s')}s) wall {f.get('wall_s')}s dev accuracy "
+                 f"{f.get('dev_accuracy')}")
+        self.log(f"failed: {self.failed or 'nothing'}; total {self.result['total_seconds']}s")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bundle", required=True, help="the unpacked bundle")
+    p.add_argument("--out", required=True)
+    p.add_argument("--repo", required=True)
+    p.add_argument("--budget", type=float, default=470)
+    p.add_argument("--stages", default=",".join(STAGE_ORDER))
+    p.add_argument("--emulate", action="store_true")
+    p.add_argument("--tiny", action="store_true",
+                   help="the rehearsal's tiny shapes on a GPU too (a smoke test, no figures)")
+    args = p.parse_args()
+    unknown = set(args.stages.split(",")) - set(STAGE_ORDER)
+    if unknown:
+        sys.exit(f"gpu_check_run: unknown stages {sorted(unknown)}; known: {STAGE_ORDER}")
+    sys.exit(Runner(args).main())
+
+
+if __name__ == "__main__":
+    main()
