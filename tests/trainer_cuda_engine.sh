@@ -26,7 +26,7 @@ output: {dir: $2, checkpoint_every_steps: 5}
 YAML
 }
 job cpu cpu 10
-job cuda cuda 10
+job cuda cuda 10 "precision: fp32"
 "$T" train --config "$work/cpu.yaml" >"$work/cpu.log" 2>&1 || { cat "$work/cpu.log"; exit 1; }
 if ! "$T" train --config "$work/cuda.yaml" >"$work/cuda.log" 2>&1; then
   if grep -qE "train.device: cuda is not available in this build|no usable CUDA device|no CUDA-capable device" \
@@ -93,6 +93,25 @@ RINGMASTER_DEVICE=cuda "$T" train --config "$work/planned.yaml" >"$work/planned.
   { cat "$work/planned.log"; exit 1; }
 grep -q "the CUDA engine" "$work/planned.log" && ! grep -q "train.device auto" "$work/planned.log" ||
   { cat "$work/planned.log"; echo "FAIL: RINGMASTER_DEVICE=cuda did not run the CUDA engine"; exit 1; }
+# precision auto without a plan: by the device's generation (bf16 from sm_80, fp16 on sm_70,
+# fp32 on sm_61). The emulator's generation is set by CUDA_EMU_CC; a GPU's is its own.
+auto_prec=$(grep -o "train.precision auto: [a-z0-9]*" "$work/planned.log" | cut -d' ' -f3)
+cc=$(grep -o "train.precision auto: .*sm_[0-9]*" "$work/planned.log" | grep -o '[0-9]*$')
+want=fp32; ((cc >= 70)) && want=fp16; ((cc >= 80)) && want=bf16
+[[ -n $auto_prec && $auto_prec == "$want" ]] && grep -q "the CUDA engine ($want)" "$work/planned.log" ||
+  { cat "$work/planned.log"; echo "FAIL: precision auto on sm_$cc gave '$auto_prec', expected $want"; exit 1; }
+echo "precision auto on sm_$cc: $auto_prec"
+if grep -q "cuda_emu" "$work/planned.log"; then
+  for cc in 7.0 6.1; do
+    rm -rf "$work/planned"
+    CUDA_EMU_CC=$cc RINGMASTER_DEVICE=cuda "$T" train --config "$work/planned.yaml" >"$work/planned.log" 2>&1 ||
+      { cat "$work/planned.log"; exit 1; }
+    want=fp16; [[ $cc == 6.1 ]] && want=fp32
+    grep -q "the CUDA engine ($want)" "$work/planned.log" ||
+      { cat "$work/planned.log"; echo "FAIL: precision auto on emulated sm_$cc is not $want"; exit 1; }
+    echo "precision auto on emulated sm_${cc/./}: $want"
+  done
+fi
 # The export predicts.
 "$T" predict --model "$work/cuda/final" --input "$work/data/dev.tsv" --output "$work/pred.tsv" \
   >/dev/null 2>&1

@@ -23,6 +23,7 @@
 #include "common/status_macros.h"
 #include "jobspec/default_job.h"
 #include "jobspec/job_spec.h"
+#include "jobspec/precision_policy.h"
 #include "trainer/data/sentiment_gen.h"
 #if RINGMASTER_HAVE_NCCL
 #include "trainer/comm/nccl_communicator.h"
@@ -130,10 +131,20 @@ rt::CudaEngineFactory CudaEngineFactory() {
         rt::cuda::CudaTrainerOptions options;
         options.adam = rt::AdamWOptions{job.train.adam_beta1, job.train.adam_beta2,
                                         job.train.adam_eps, job.train.weight_decay};
-        // auto and fp32 run fp32; bf16/fp16 are GEMM-level mixed precision (fp32 master weights).
-        if (job.train.precision == rt::Precision::kBf16) {
+        // bf16/fp16 are GEMM-level mixed precision (fp32 master weights). auto without a plan
+        // (a plan resolves it per rank: RINGMASTER_PRECISION) picks by the device's generation,
+        // by the planner's rule (jobspec/precision_policy.h).
+        rt::Precision precision = job.train.precision;
+        if (precision == rt::Precision::kAuto) {
+          const rt::GpuProbe gpu = rt::cuda::ProbeGpu();
+          precision = ringmaster::jobspec::AutoPrecisionFor(gpu.compute_capability);
+          ringmaster::LogInfo(absl::StrCat(
+              "train.precision auto: ", std::string(ringmaster::jobspec::SettingName(precision)),
+              " (", gpu.name, ", sm_", gpu.compute_capability, ")"));
+        }
+        if (precision == rt::Precision::kBf16) {
           options.precision = rt::cuda::GemmPrecision::kBf16;
-        } else if (job.train.precision == rt::Precision::kFp16) {
+        } else if (precision == rt::Precision::kFp16) {
           options.precision = rt::cuda::GemmPrecision::kFp16;
         }
         // Test hook of the fp16 tests (tests/trainer_cuda_engine.sh): poison one step's gradient.
