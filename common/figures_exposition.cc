@@ -157,6 +157,16 @@ std::vector<MetricFamily> TrainerFamilies(const std::vector<LabeledFigures>& ran
             {{{"kind", "peak_transient"}}, static_cast<double>(f.state_peak_transient_bytes)});
         return out;
       });
+  fam.Scalar("ringmaster_trainer_skipped_steps_total",
+             "Steps whose update was skipped because fp16 gradients overflowed (the loss scale "
+             "was halved)",
+             T::Counter,
+             [&](const RankFigures& f, double* v) { return always(f.skipped_steps_total, v); });
+  fam.Scalar("ringmaster_trainer_loss_scale", "fp16 dynamic loss scale of the last step", T::Gauge,
+             [](const RankFigures& f, double* v) {
+               *v = f.loss_scale;
+               return f.loss_scale > 0;
+             });
   fam.Multi("ringmaster_trainer_gpu_memory_bytes",
             "Device memory of this rank's engine: allocated now, peak allocated, and the "
             "activation arena (part of allocated)",

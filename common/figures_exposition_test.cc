@@ -77,6 +77,9 @@ TEST(FiguresExpositionTest, RendersEveryRankWithItsLabels) {
   EXPECT_FALSE(absl::StrContains(text, "ringmaster_trainer_eval_accuracy"));
   EXPECT_FALSE(absl::StrContains(text, "ringmaster_trainer_state_bytes"));
   EXPECT_FALSE(absl::StrContains(text, "ringmaster_trainer_gpu_"));
+  EXPECT_FALSE(absl::StrContains(text, "ringmaster_trainer_loss_scale"));  // fp32: no scaling
+  EXPECT_TRUE(absl::StrContains(
+      text, "ringmaster_trainer_skipped_steps_total{ringmaster_job=\"j-1\",rank=\"0\"} 0"));
 }
 
 // A rank on a GPU: its device memory by kind, the last step's GPU time and the GPU-busy counter.
@@ -84,6 +87,11 @@ TEST(FiguresExpositionTest, RendersAGpuRanksDeviceFigures) {
   auto s = RankStatus::CreateAnonymous();
   s->OnStart(1, 10);
   s->OnDevice(DeviceFigures{3000, 5000, 700, 0.0625, 2.5});
+  StepFigures step;
+  step.step = 1;
+  step.skipped = true;
+  step.loss_scale = 32768;
+  s->OnStep(step, CommTotals{});
   const std::string text = Render({{{{"ringmaster_job", "j-1"}, {"rank", "0"}}, s->Snapshot()}}, 0);
   const std::string l = "{ringmaster_job=\"j-1\",rank=\"0\"";
   EXPECT_TRUE(absl::StrContains(
@@ -96,6 +104,8 @@ TEST(FiguresExpositionTest, RendersAGpuRanksDeviceFigures) {
   EXPECT_TRUE(absl::StrContains(text, "ringmaster_trainer_gpu_step_seconds" + l + "} 0.0625"));
   EXPECT_TRUE(absl::StrContains(text, "ringmaster_trainer_gpu_busy_seconds_total" + l + "} 2.5"));
   EXPECT_TRUE(absl::StrContains(text, "# TYPE ringmaster_trainer_gpu_busy_seconds_total counter"));
+  EXPECT_TRUE(absl::StrContains(text, "ringmaster_trainer_skipped_steps_total" + l + "} 1"));
+  EXPECT_TRUE(absl::StrContains(text, "ringmaster_trainer_loss_scale" + l + "} 32768"));
 }
 
 }  // namespace

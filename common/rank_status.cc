@@ -40,6 +40,7 @@ struct RankStatusBlock {
   A gather_bytes, reduce_raw_bytes, reduce_wire_bytes;
   A has_memory, state_persistent, state_peak;
   A has_device, gpu_allocated, gpu_peak, gpu_arena, gpu_step_ns, gpu_busy_ns;
+  A skipped_steps, loss_scale_bits;
 };
 
 namespace {
@@ -131,6 +132,8 @@ RankFigures Read(const RankStatusBlock& b) {
   f.has_memory = Get(b.has_memory) != 0;
   f.state_persistent_bytes = Get(b.state_persistent);
   f.state_peak_transient_bytes = Get(b.state_peak);
+  f.skipped_steps_total = Get(b.skipped_steps);
+  f.loss_scale = FromBits(Get(b.loss_scale_bits));
   f.has_device = Get(b.has_device) != 0;
   f.device.allocated_bytes = Get(b.gpu_allocated);
   f.device.peak_allocated_bytes = Get(b.gpu_peak);
@@ -225,6 +228,8 @@ void RankStatus::OnStep(const StepFigures& f, const CommTotals& comm) {
   Set(b.lr_bits, Bits(f.learning_rate));
   Set(b.grad_norm_bits, Bits(f.grad_norm));
   Set(b.last_step_ns, Nanos(f.unix_time));
+  if (f.skipped) Add(b.skipped_steps, 1);
+  Set(b.loss_scale_bits, Bits(f.loss_scale));
   Observe(b.step_buckets, b.step_sum_ns, b.step_count, kStepSecondsBounds, f.seconds);
   Set(b.gather_bytes, comm.gather_bytes);
   Set(b.reduce_raw_bytes, comm.reduce_raw_bytes);

@@ -47,7 +47,9 @@ struct RankFigures {
   int64_t steps_total = 0, step = 0;
   uint64_t samples_total = 0, tokens_total = 0;
   double data_wait_seconds = 0, loss = 0, learning_rate = 0, grad_norm = 0;
-  double last_step_unix = 0;  // 0: no step yet
+  double last_step_unix = 0;         // 0: no step yet
+  uint64_t skipped_steps_total = 0;  // fp16 steps skipped for overflowed gradients
+  double loss_scale = 0;             // fp16's current loss scale (0: no loss scaling)
   HistogramFigures step_seconds;
   bool has_eval = false;
   double eval_loss = 0, eval_accuracy = 0;

@@ -41,7 +41,9 @@ TEST(RankStatusTest, FileReaderSeesWhatTheWriterRecorded) {
   f.tokens = 300;
   f.unix_time = 1700000000.25;
   s.OnStep(f, CommTotals{100, 400, 110});
-  f.seconds = 70;  // +Inf bucket
+  f.seconds = 70;    // +Inf bucket
+  f.skipped = true;  // an fp16 overflow
+  f.loss_scale = 32768;
   s.OnStep(f, CommTotals{200, 800, 220});
   s.OnEval(0.5, 0.875);
   s.OnCheckpoint(0.2, 4096);
@@ -58,6 +60,8 @@ TEST(RankStatusTest, FileReaderSeesWhatTheWriterRecorded) {
   EXPECT_EQ(r.world_size, 4);
   EXPECT_EQ(r.steps_planned, 100);
   EXPECT_EQ(r.steps_total, 2);
+  EXPECT_EQ(r.skipped_steps_total, 1u);
+  EXPECT_DOUBLE_EQ(r.loss_scale, 32768);
   EXPECT_EQ(r.step, 7);
   EXPECT_EQ(r.samples_total, 16u);
   EXPECT_EQ(r.tokens_total, 600u);

@@ -19,6 +19,8 @@ struct StepFigures {
   int64_t samples = 0;           // this rank's samples in the step
   int64_t tokens = 0;            // this rank's non-padding tokens in the step
   double unix_time = 0;          // when the step ended
+  bool skipped = false;          // fp16: gradients overflowed, the update was skipped
+  double loss_scale = 0;         // fp16: the loss scale the step used (0: no loss scaling)
 };
 
 // Totals since the start of the process (the reporter turns them into counter increments).

@@ -141,6 +141,8 @@ scale_is() { [[ $(at "$1") =~ \"loss_scale\":$2(\.0)?[,}] ]]; }
   { cat "$m"; echo "FAIL: step 3 not marked skipped in the metrics"; exit 1; }
 scale_is 2 65536 && scale_is 3 65536 && scale_is 4 32768 && scale_is 10 32768 ||
   { cat "$m"; echo "FAIL: the loss scale did not halve once"; exit 1; }
+grep -q '"skipped_steps": 1,' "$work/fp16/ranks/rank-0.json" ||
+  { cat "$work/fp16/ranks/rank-0.json"; echo "FAIL: the rank report does not count 1 skipped step"; exit 1; }
 echo "fp16: step 3 skipped, scale 65536 -> 32768, $(losses fp16 | wc -l) steps logged"
 # The device generation decides: under the emulator (CUDA_EMU_CC) a V100 refuses bf16 and a
 # P40 fp16, as bad jobs (exit 3) naming the precision and the device.

@@ -358,6 +358,9 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         fig.loss = sr.loss;
         fig.learning_rate = lr;
         fig.grad_norm = sr.grad_norm;
+        fig.skipped = sr.skipped;
+        fig.loss_scale = sr.loss_scale;
+        if (sr.skipped) ++skipped_steps_;
         fig.seconds = SecondsSince(step_start);
         fig.unix_time =
             std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -454,6 +457,7 @@ absl::Status TrainLoop::Finish(double train_seconds, TrainResult* result) {
       {"reduce_wire_bytes", ef.comm.reduce_wire_bytes},
       {"reduce_raw_bytes", ef.comm.reduce_raw_bytes},
       {"steps", step_},
+      {"skipped_steps", skipped_steps_},
       {"train_seconds", train_seconds},
       {"train_rows", data_.train->size()},
       {"encoded_train_rows", encoded_train_rows_.load()}};

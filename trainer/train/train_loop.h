@@ -131,6 +131,7 @@ class TrainLoop {
   TrainerMetrics* metrics_ = null_metrics_.get();
   // Position.
   int64_t step_ = 0;
+  int64_t skipped_steps_ = 0;  // fp16 steps whose update was skipped (this run)
   int epoch_ = 0;
   int64_t cursor_ = 0;  // index of the next global batch in this epoch's plan
   int64_t samples_seen_ = 0;
