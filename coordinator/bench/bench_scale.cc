@@ -54,7 +54,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "coordinator/api_version.h"
+#include "coordinator/cluster/api_version.h"
 #include "grpcpp/grpcpp.h"
 #include "ringmaster/v1/agent.grpc.pb.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
