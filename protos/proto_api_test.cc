@@ -23,8 +23,6 @@ TEST(ProtoApiTest, StartRanksRoundTrips) {
   rank->set_gpu_index(1);
   (*rank->mutable_env())["RANK"] = "9";
   rank->set_micro_batch_weight(0.5);
-  rank->set_precision("fp32");
-  rank->set_compression("int8");
 
   CoordinatorMessage back;
   ASSERT_TRUE(back.ParseFromString(msg.SerializeAsString()));

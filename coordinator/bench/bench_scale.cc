@@ -491,7 +491,9 @@ std::vector<std::string> Verify(const Run& run, const std::string& job_id, int64
                           " LOCAL_RANK=", GetEnv(r.env(), "LOCAL_RANK"),
                           " GROUP_RANK=", GetEnv(r.env(), "GROUP_RANK")));
       }
-      if (r.precision() != "bf16") fail(absl::StrCat(who, ": precision ", r.precision()));
+      if (GetEnv(r.env(), "RINGMASTER_PRECISION") != "bf16") {
+        fail(absl::StrCat(who, ": RINGMASTER_PRECISION ", GetEnv(r.env(), "RINGMASTER_PRECISION")));
+      }
       if (r.micro_batch_weight() != 1.0) {
         fail(absl::StrCat(who, ": weight ", r.micro_batch_weight()));
       }

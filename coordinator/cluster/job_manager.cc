@@ -228,8 +228,6 @@ absl::Status JobManager::Launch() {
       launch->set_gpu_index(rp.gpu_index);
       for (const auto& [k, v] : rp.env) (*launch->mutable_env())[k] = v;
       launch->set_micro_batch_weight(rp.weight);
-      launch->set_precision(std::string(jobspec::SettingName(rp.precision)));
-      launch->set_compression(std::string(jobspec::SettingName(rp.compression)));
     }
     auto found = by_node.find(np.node_id);
     if (found == by_node.end()) continue;  // the planner plans only the nodes it was given

@@ -149,7 +149,7 @@ TEST_F(CoordinatorServerTest, FakeAgentRunsAJobToSuccess) {
   EXPECT_EQ(start.ranks(0).env().at("RANK"), "0");
   EXPECT_EQ(start.ranks(0).env().at("LOCAL_RANK"), "0");
   EXPECT_EQ(start.ranks(0).gpu_index(), -1);
-  EXPECT_EQ(start.ranks(0).precision(), "fp32");
+  EXPECT_EQ(start.ranks(0).env().at("RINGMASTER_PRECISION"), "fp32");
 
   // A watcher sees Running now and, after the rank's exit 0, Succeeded; then the stream ends.
   grpc::ClientContext watch_ctx;
