@@ -1,4 +1,4 @@
-// The coordinator's state behind its three gRPC services: registered nodes (inventory, last
+// The coordinator's state behind its two gRPC services: registered nodes (inventory, last
 // heartbeat, command outbox), one JobManager per job, and the scheduling that ties them: after
 // every event, free nodes are offered to jobs gathering nodes, oldest job first, nodes by name,
 // one job per node at a time.
