@@ -129,7 +129,7 @@ TEST_F(AgentTest, CarriesOutCommandsAndAcksAtOnce) {
 
 TEST_F(AgentTest, ALaunchedRankSeesOnlyTheGpuItWasAssigned) {
   // A node with two GPUs (a fake inventory: device ordinals 2 and 5); the plan gives local rank i
-  // the i-th GPU listed, as coordinator/planner.h does.
+  // the i-th GPU listed, as coordinator/plan/planner.h does.
   AgentOptions ao;
   ao.inventory.set_node_name("box-2");
   for (uint32_t ordinal : {2u, 5u}) {

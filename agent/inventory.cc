@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "coordinator/absl_view.h"
+#include "common/absl_view.h"
 
 #ifdef RINGMASTER_AGENT_CUDA
 #include <cuda_runtime_api.h>
@@ -19,8 +19,6 @@
 
 namespace ringmaster::agent {
 namespace {
-
-using coordinator::ToAbsl;
 
 absl::Status GroupError(absl::string_view group, absl::string_view why) {
   return absl::InvalidArgumentError(

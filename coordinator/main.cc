@@ -1,4 +1,4 @@
-// ringmaster-coordinator: the control plane's server (coordinator.proto, agent.proto, kv.proto).
+// ringmaster-coordinator: the control plane's server (coordinator.proto, agent.proto).
 //
 //   ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]
 //       [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]
@@ -30,12 +30,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/log.h"
-#include "coordinator/clock.h"
-#include "coordinator/cluster.h"
-#include "coordinator/coordinator_metrics.h"
-#include "coordinator/coordinator_server.h"
-#include "coordinator/job_db.h"
-#include "coordinator/kv_store.h"
+#include "coordinator/cluster/cluster.h"
+#include "coordinator/metrics/coordinator_metrics.h"
+#include "coordinator/service/coordinator_server.h"
+#include "coordinator/state/clock.h"
+#include "coordinator/state/job_db.h"
 #include "security/secret.h"
 #include "security/tls_credentials.h"
 
@@ -218,9 +217,7 @@ int main(int argc, char** argv) {
   options.job.coordinator_address = flags.advertise.empty() ? flags.listen : flags.advertise;
   options.job.master_port = flags.master_port;
   options.job.stall_after = flags.stall_after;
-  rc::KvStore kv;
-  absl::StatusOr<std::unique_ptr<rc::Cluster>> cluster =
-      rc::Cluster::Create(options, **db, clock, kv);
+  absl::StatusOr<std::unique_ptr<rc::Cluster>> cluster = rc::Cluster::Create(options, **db, clock);
   if (!cluster.ok()) {
     LogError(cluster.status().ToString());
     return 1;
@@ -237,7 +234,7 @@ int main(int argc, char** argv) {
   }
   const absl::Duration tick = std::min(absl::Milliseconds(250), flags.lost_after / 4);
   absl::StatusOr<std::unique_ptr<rc::CoordinatorServer>> server =
-      rc::CoordinatorServer::Start(flags.listen, **cluster, kv, tick, std::move(security));
+      rc::CoordinatorServer::Start(flags.listen, **cluster, tick, std::move(security));
   if (!server.ok()) {
     LogError(server.status().ToString());
     return 1;

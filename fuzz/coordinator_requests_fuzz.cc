@@ -1,5 +1,5 @@
 // Fuzzes the coordinator's request handlers: the gRPC service implementations
-// (CoordinatorServiceImpl, AgentServiceImpl::Register, KvServiceImpl) and Cluster::OnAgentMessage
+// (CoordinatorServiceImpl, AgentServiceImpl::Register) and Cluster::OnAgentMessage
 // and AttachStream (what each Heartbeat stream message and stream opening reach), called directly
 // as gRPC would call them, on a fresh Cluster per input with an in-memory job database and a
 // FakeClock.
@@ -8,7 +8,6 @@
 // then that many bytes parsed as the call's request message (records that do not parse are
 // skipped, as gRPC would refuse them). A clock record moves the FakeClock forward by its first
 // byte in seconds and ticks the cluster, so rendezvous windows and lost heartbeats happen too.
-// KV timeouts are zeroed: a waiting Get would only make the fuzzer sleep.
 //
 // Properties: no crash or sanitizer report; every refusal is a gRPC error with a message; every
 // job the cluster lists can be fetched by id.
@@ -19,13 +18,11 @@
 #include <memory>
 #include <string>
 
-#include "coordinator/agent_service.h"
-#include "coordinator/clock.h"
-#include "coordinator/cluster.h"
-#include "coordinator/coordinator_service.h"
-#include "coordinator/job_db.h"
-#include "coordinator/kv_service.h"
-#include "coordinator/kv_store.h"
+#include "coordinator/cluster/cluster.h"
+#include "coordinator/service/agent_service.h"
+#include "coordinator/service/coordinator_service.h"
+#include "coordinator/state/clock.h"
+#include "coordinator/state/job_db.h"
 #include "fuzz/fuzz_check.h"
 
 namespace rc = ringmaster::coordinator;
@@ -42,9 +39,6 @@ enum Call : uint8_t {
   kRegister,
   kAgentMessage,
   kClock,
-  kKvSet,
-  kKvGet,
-  kKvWait,
   kAttachStream,  // a Heartbeat stream opens; the payload is the node id
   kNumCalls,
 };
@@ -64,16 +58,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rc::FakeClock clock;
   auto db = rc::JobDb::Open(":memory:", clock);
   FUZZ_CHECK(db.ok(), "an in-memory database opens");
-  rc::KvStore kv;
   rc::ClusterOptions options;
   options.windows.last_call = absl::Seconds(5);
   options.windows.join_timeout = absl::Seconds(60);
   options.job.coordinator_address = "coord:7070";
-  auto cluster = rc::Cluster::Create(options, **db, clock, kv);
+  auto cluster = rc::Cluster::Create(options, **db, clock);
   FUZZ_CHECK(cluster.ok(), "a cluster starts on an empty database");
   rc::CoordinatorServiceImpl coordinator(**cluster);
   rc::AgentServiceImpl agents(**cluster);
-  rc::KvServiceImpl kv_service(kv);
   grpc::ServerContext context;
 
   size_t pos = 0;
@@ -139,28 +131,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         clock.Advance(absl::Seconds(len > 0 ? p[0] : 1));
         (*cluster)->Tick();
         break;
-      case kKvSet: {
-        v1::KvSetRequest r;
-        v1::KvSetResponse out;
-        if (Parse(p, len, &r)) CheckReply(kv_service.Set(&context, &r, &out));
-        break;
-      }
-      case kKvGet: {
-        v1::KvGetRequest r;
-        v1::KvGetResponse out;
-        if (!Parse(p, len, &r)) break;
-        r.clear_timeout();
-        CheckReply(kv_service.Get(&context, &r, &out));
-        break;
-      }
-      case kKvWait: {
-        v1::KvWaitRequest r;
-        v1::KvWaitResponse out;
-        if (!Parse(p, len, &r)) break;
-        r.clear_timeout();
-        CheckReply(kv_service.Wait(&context, &r, &out));
-        break;
-      }
       case kAttachStream: {
         // The stream stays attached (the cluster holds the outbox); commands queue up in it.
         auto attached =

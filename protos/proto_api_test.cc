@@ -5,7 +5,6 @@
 #include "gtest/gtest.h"
 #include "ringmaster/v1/agent.grpc.pb.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
-#include "ringmaster/v1/kv.grpc.pb.h"
 
 namespace ringmaster::v1 {
 namespace {
@@ -24,8 +23,6 @@ TEST(ProtoApiTest, StartRanksRoundTrips) {
   rank->set_gpu_index(1);
   (*rank->mutable_env())["RANK"] = "9";
   rank->set_micro_batch_weight(0.5);
-  rank->set_precision("fp32");
-  rank->set_compression("int8");
 
   CoordinatorMessage back;
   ASSERT_TRUE(back.ParseFromString(msg.SerializeAsString()));
@@ -75,11 +72,9 @@ TEST(ProtoApiTest, EnumsStartUnspecified) {
 TEST(ProtoApiTest, ServicesHaveTheirMethods) {
   EXPECT_STREQ(Coordinator::service_full_name(), "ringmaster.v1.Coordinator");
   EXPECT_STREQ(AgentService::service_full_name(), "ringmaster.v1.AgentService");
-  EXPECT_STREQ(KvService::service_full_name(), "ringmaster.v1.KvService");
   // Instantiable server bases: the servers (next step) derive from these.
   Coordinator::Service coordinator;
   AgentService::Service agent;
-  KvService::Service kv;
   SUCCEED();
 }
 

@@ -39,7 +39,6 @@ absl::Status TokenPolicy::Check(Access access, std::string_view authorization) c
   bool ok = false;
   switch (access) {
     case Access::kAgent:
-    case Access::kKv:
       name = "the join token";
       ok = Holds(join_, token);
       break;

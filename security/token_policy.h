@@ -1,6 +1,5 @@
 // Which token each control-plane call needs (docs/operations.md, "Security"):
 //   kAgent  (AgentService Register, Heartbeat)                  the join token
-//   kKv     (KvService Set, Get, Wait)                          the join token
 //   kSubmit (Coordinator SubmitJob, CancelJob)                  the submit token
 //   kLogs   (Coordinator GetLogs: rank logs may hold data)      the submit token
 //   kRead   (GetJob, ListJobs, WatchJob, ListNodes)             either token
@@ -16,7 +15,7 @@
 
 namespace ringmaster::security {
 
-enum class Access { kAgent, kKv, kSubmit, kLogs, kRead };
+enum class Access { kAgent, kSubmit, kLogs, kRead };
 
 // The metadata key and scheme a client sends its token in: "authorization: Bearer <token>".
 inline constexpr char kAuthorizationKey[] = "authorization";

@@ -16,7 +16,7 @@ TEST(ConstantTimeEqualsTest, ComparesWholeStrings) {
 
 TEST(TokenPolicyTest, DefaultPolicyAllowsEverything) {
   TokenPolicy open;
-  for (Access a : {Access::kAgent, Access::kKv, Access::kSubmit, Access::kLogs, Access::kRead}) {
+  for (Access a : {Access::kAgent, Access::kSubmit, Access::kLogs, Access::kRead}) {
     EXPECT_TRUE(open.Check(a, "").ok());
     EXPECT_TRUE(open.Check(a, "Bearer anything").ok());
   }
@@ -25,7 +25,6 @@ TEST(TokenPolicyTest, DefaultPolicyAllowsEverything) {
 TEST(TokenPolicyTest, EachCallNeedsItsToken) {
   TokenPolicy p("join-123", "submit-456");
   EXPECT_TRUE(p.Check(Access::kAgent, "Bearer join-123").ok());
-  EXPECT_TRUE(p.Check(Access::kKv, "Bearer join-123").ok());
   EXPECT_TRUE(p.Check(Access::kSubmit, "Bearer submit-456").ok());
   EXPECT_TRUE(p.Check(Access::kLogs, "Bearer submit-456").ok());
   EXPECT_TRUE(p.Check(Access::kRead, "Bearer submit-456").ok());

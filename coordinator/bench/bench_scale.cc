@@ -54,7 +54,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "coordinator/api_version.h"
+#include "coordinator/cluster/api_version.h"
 #include "grpcpp/grpcpp.h"
 #include "ringmaster/v1/agent.grpc.pb.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
@@ -491,7 +491,9 @@ std::vector<std::string> Verify(const Run& run, const std::string& job_id, int64
                           " LOCAL_RANK=", GetEnv(r.env(), "LOCAL_RANK"),
                           " GROUP_RANK=", GetEnv(r.env(), "GROUP_RANK")));
       }
-      if (r.precision() != "bf16") fail(absl::StrCat(who, ": precision ", r.precision()));
+      if (GetEnv(r.env(), "RINGMASTER_PRECISION") != "bf16") {
+        fail(absl::StrCat(who, ": RINGMASTER_PRECISION ", GetEnv(r.env(), "RINGMASTER_PRECISION")));
+      }
       if (r.micro_batch_weight() != 1.0) {
         fail(absl::StrCat(who, ": weight ", r.micro_batch_weight()));
       }

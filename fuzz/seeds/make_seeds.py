@@ -172,8 +172,8 @@ def record(call, payload):
 
 def seeds_coordinator():
     t = "coordinator_requests_fuzz"
-    C, A, K = "ringmaster/v1/coordinator.proto", "ringmaster/v1/agent.proto", "ringmaster/v1/kv.proto"
-    (SUBMIT, GET, LIST, CANCEL, NODES, REGISTER, AGENT, CLOCK, KVSET, KVGET, KVWAIT, ATTACH) = range(12)
+    C, A = "ringmaster/v1/coordinator.proto", "ringmaster/v1/agent.proto"
+    (SUBMIT, GET, LIST, CANCEL, NODES, REGISTER, AGENT, CLOCK, ATTACH) = range(9)
     job = ("name: sst2\\nmodel:\\n  init_from: models/bert-tiny\\ndata:\\n  train: data/train.tsv\\n"
            "output:\\n  dir: runs/sst2\\ndistributed:\\n  nodes: \\\"1:2\\\"\\n  procs_per_node: 1\\n")
     submit = encode(C, "ringmaster.v1.SubmitJobRequest",
@@ -193,17 +193,12 @@ def seeds_coordinator():
     get = encode(C, "ringmaster.v1.GetJobRequest", 'job_id: "job-000001"')
     lst = encode(C, "ringmaster.v1.ListJobsRequest", "page_size: 1")
     cancel = encode(C, "ringmaster.v1.CancelJobRequest", 'job_id: "job-000001" reason: "fuzz"')
-    kvset = encode(K, "ringmaster.v1.KvSetRequest",
-                   'scope { job_id: "job-000001" generation: 0 } key: "k" value: "v"')
-    kvget = encode(K, "ringmaster.v1.KvGetRequest", 'scope { job_id: "job-000001" generation: 0 } key: "k"')
-    kvwait = encode(K, "ringmaster.v1.KvWaitRequest",
-                    'scope { job_id: "job-000001" generation: 0 } keys: "k" keys: "x"')
     idle = encode(A, "ringmaster.v1.AgentMessage", 'node_id: "node-000001" seq: 0')
     write(t, "submit_then_run", record(REGISTER, reg("a")) + record(ATTACH, b"node-000001") +
           record(AGENT, idle) +
           record(SUBMIT, submit) +
-          record(CLOCK, b"\x06") + record(AGENT, running) + record(KVSET, kvset) +
-          record(KVGET, kvget) + record(KVWAIT, kvwait) + record(GET, get) + record(LIST, lst) +
+          record(CLOCK, b"\x06") + record(AGENT, running) + record(GET, get) +
+          record(LIST, lst) +
           record(AGENT, exited) + record(CLOCK, b"\x0b") + record(NODES, b""))
     write(t, "cancel", record(SUBMIT, submit) + record(SUBMIT, submit) + record(CANCEL, cancel) +
           record(LIST, b"") + record(REGISTER, reg("b")) + record(CLOCK, b"\x40"))

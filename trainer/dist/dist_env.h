@@ -30,7 +30,7 @@ struct DistEnv {
   // weight (the control plane sets it from measured throughput for mixed GPU generations).
   // "w0,w1,..." or with runs "w*k,...". Empty: equal shares.
   std::vector<double> rank_weights;
-  // The coordinator's plan for this rank (coordinator/planner.h), overriding the job's
+  // The coordinator's plan for this rank (coordinator/plan/planner.h), overriding the job's
   // train.precision and distributed.compression; nullopt (unset or empty) = the job's.
   std::optional<jobspec::Device> device;            // RINGMASTER_DEVICE (cpu or cuda)
   std::optional<jobspec::Precision> precision;      // RINGMASTER_PRECISION

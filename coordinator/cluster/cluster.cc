@@ -1,0 +1,534 @@
+// Cluster: nodes, jobs and the scheduling between them.
+#include "coordinator/cluster/cluster.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/absl_view.h"
+#include "common/log.h"
+#include "coordinator/cluster/api_version.h"
+#include "coordinator/cluster/proto_convert.h"
+#include "coordinator/plan/job_requirements.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+constexpr uint32_t kDefaultPageSize = 100;
+
+bool LiveRankState(v1::RankProcessState s) {
+  return s == v1::RANK_PROCESS_STATE_STARTING || s == v1::RANK_PROCESS_STATE_RUNNING;
+}
+
+void LogIfError(const absl::Status& st, std::string_view what) {
+  if (!st.ok()) LogWarning(absl::StrCat(ToAbsl(what), ": ", st.ToString()));
+}
+
+}  // namespace
+
+Cluster::Cluster(const ClusterOptions& options, JobDb& db, const Clock& clock)
+    : options_(options),
+      db_(db),
+      clock_(clock),
+      command_ids_(std::make_shared<std::atomic<uint64_t>>(0)),
+      started_at_(clock.Now()) {}
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const ClusterOptions& options, JobDb& db,
+                                                         const Clock& clock) {
+  if (options.lost_after <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("cluster: lost_after must be positive");
+  }
+  std::unique_ptr<Cluster> c(new Cluster(options, db, clock));
+  if (absl::Status st = c->Load(); !st.ok()) return st;
+  return c;
+}
+
+absl::Status Cluster::Load() {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::vector<NodeRecord>> nodes = db_.ListNodes();
+  if (!nodes.ok()) return nodes.status();
+  for (NodeRecord& r : *nodes) {
+    Node& n = AddNode(r.node_id);
+    n.inventory = InventoryToProto(r.inventory);
+    node_by_name_[n.inventory.node_name()] = n.node_id;
+    n.registered_at = r.registered_at;
+    n.last_heartbeat_at = r.last_seen_at;
+    uint64_t number = 0;
+    if (absl::SimpleAtoi(absl::string_view(r.node_id).substr(5), &number)) {
+      next_node_number_ = std::max(next_node_number_, number + 1);
+    }
+  }
+  absl::StatusOr<std::vector<JobRecord>> jobs = db_.ListJobs();
+  if (!jobs.ok()) return jobs.status();
+  for (JobRecord& r : *jobs) {
+    const std::string id = r.id;
+    absl::StatusOr<std::unique_ptr<JobManager>> m =
+        JobManager::Restore(std::move(r), options_.windows, options_.job, db_, clock_);
+    if (!m.ok()) return m.status();
+    job_index_[id] = jobs_.size();
+    jobs_.push_back(*std::move(m));
+  }
+  if (!nodes->empty() || !jobs->empty()) {
+    LogInfo(absl::StrCat("restored ", nodes->size(), " nodes and ", jobs->size(), " jobs from ",
+                         db_.path()));
+  }
+  Schedule();
+  return absl::OkStatus();
+}
+
+Cluster::Node* Cluster::FindNode(const std::string& node_id) {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+JobManager* Cluster::FindJob(const std::string& job_id) {
+  auto it = job_index_.find(job_id);
+  return it == job_index_.end() ? nullptr : jobs_[it->second].get();
+}
+
+JobManager* Cluster::JobHolding(const std::string& node_id) {
+  for (auto& job : jobs_) {
+    if (job->terminal()) continue;
+    for (const std::string& n : job->nodes()) {
+      if (n == node_id) return job.get();
+    }
+  }
+  return nullptr;
+}
+
+Cluster::Node& Cluster::AddNode(std::string node_id) {
+  Node& n = nodes_[node_id];
+  n.node_id = std::move(node_id);
+  n.outbox = std::make_shared<AgentOutbox>(command_ids_);
+  return n;
+}
+
+std::string Cluster::NewNodeId() { return absl::StrFormat("node-%06d", next_node_number_++); }
+
+// ---- Coordinator service
+
+absl::StatusOr<v1::SubmitJobResponse> Cluster::SubmitJob(const v1::SubmitJobRequest& request) {
+  if (absl::Status st = CheckPeerVersion(request.client_version(), "client"); !st.ok()) return st;
+  absl::MutexLock lock(&mu_);
+  v1::SubmitJobResponse response;
+  if (!request.request_id().empty()) {
+    absl::StatusOr<JobRecord> existing = db_.FindJobByRequestId(request.request_id());
+    if (existing.ok()) {
+      JobManager* job = FindJob(existing->id);
+      if (job == nullptr) return absl::InternalError("job " + existing->id + " is not loaded");
+      response.set_job_id(job->id());
+      *response.mutable_status() = job->Status();
+      return response;
+    }
+    if (!absl::IsNotFound(existing.status())) return existing.status();
+  }
+  absl::StatusOr<JobRequirements> req = ParseJobRequirements(request.job_yaml(), request.source(),
+                                                             request.base_dir(), options_.windows);
+  if (!req.ok()) return req.status();
+
+  JobRecord record;
+  record.name = req->spec.name;
+  record.spec_yaml = request.job_yaml();
+  record.base_dir = request.base_dir();
+  record.request_id = request.request_id();
+  record.max_restarts = req->max_restarts;
+  absl::StatusOr<JobRecord> stored = db_.CreateJob(record);
+  if (!stored.ok()) return stored.status();
+  LogInfo(absl::StrCat("job ", stored->id, " (", stored->name, ") submitted"));
+  absl::StatusOr<std::unique_ptr<JobManager>> m =
+      JobManager::Create(*std::move(stored), *std::move(req), options_.job, db_, clock_);
+  if (!m.ok()) return m.status();
+  JobManager* job = m->get();
+  job_index_[job->id()] = jobs_.size();
+  jobs_.push_back(*std::move(m));
+  Schedule();
+  response.set_job_id(job->id());
+  *response.mutable_status() = job->Status();
+  return response;
+}
+
+absl::StatusOr<v1::JobStatus> Cluster::GetJob(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  JobManager* job = FindJob(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job ", job_id));
+  return job->Status();
+}
+
+absl::StatusOr<v1::ListJobsResponse> Cluster::ListJobs(const v1::ListJobsRequest& request) {
+  size_t offset = 0;
+  if (!request.page_token().empty() && !absl::SimpleAtoi(request.page_token(), &offset)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad page_token '", request.page_token(), "'"));
+  }
+  const uint32_t page = request.page_size() == 0 ? kDefaultPageSize : request.page_size();
+  absl::MutexLock lock(&mu_);
+  v1::ListJobsResponse response;
+  size_t seen = 0;
+  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
+    v1::JobStatus s = (*it)->Status();
+    if (!request.phases().empty() && std::find(request.phases().begin(), request.phases().end(),
+                                               s.phase()) == request.phases().end()) {
+      continue;
+    }
+    if (seen++ < offset) continue;
+    if (static_cast<uint32_t>(response.jobs_size()) == page) {
+      response.set_next_page_token(absl::StrCat(offset + page));
+      break;
+    }
+    *response.add_jobs() = std::move(s);
+  }
+  return response;
+}
+
+absl::StatusOr<v1::JobStatus> Cluster::CancelJob(const v1::CancelJobRequest& request) {
+  absl::MutexLock lock(&mu_);
+  JobManager* job = FindJob(request.job_id());
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job ", request.job_id()));
+  if (absl::Status st = job->Cancel(request.reason()); !st.ok()) return st;
+  Schedule();
+  return job->Status();
+}
+
+v1::ListNodesResponse Cluster::ListNodes() {
+  absl::MutexLock lock(&mu_);
+  std::vector<const Node*> sorted;
+  for (const auto& [id, n] : nodes_) sorted.push_back(&n);
+  std::sort(sorted.begin(), sorted.end(), [](const Node* a, const Node* b) {
+    return std::tie(a->inventory.node_name(), a->node_id) <
+           std::tie(b->inventory.node_name(), b->node_id);
+  });
+  v1::ListNodesResponse response;
+  for (const Node* n : sorted) {
+    v1::NodeInfo* info = response.add_nodes();
+    info->set_node_id(n->node_id);
+    *info->mutable_inventory() = n->inventory;
+    JobManager* job = JobHolding(n->node_id);
+    info->set_state(StateOf(*n, job != nullptr));
+    if (job != nullptr) info->set_job_id(job->id());
+    SetTimestamp(n->registered_at, info->mutable_registered_at());
+    SetTimestamp(n->last_heartbeat_at, info->mutable_last_heartbeat_at());
+    *info->mutable_agent_version() = n->agent_version;
+  }
+  return response;
+}
+
+v1::NodeState Cluster::StateOf(const Node& node, bool busy) {
+  return node.lost ? v1::NODE_STATE_LOST : busy ? v1::NODE_STATE_BUSY : v1::NODE_STATE_READY;
+}
+
+ClusterSnapshot Cluster::Snapshot(absl::Duration keep_ended) {
+  absl::MutexLock lock(&mu_);
+  ClusterSnapshot snap;
+  snap.taken_at = clock_.Now();
+  snap.started_at = started_at_;
+  for (JobPhase p :
+       {JobPhase::kPending, JobPhase::kRendezvous, JobPhase::kRunning, JobPhase::kRestarting,
+        JobPhase::kSucceeded, JobPhase::kFailed, JobPhase::kCancelled}) {
+    snap.jobs_per_phase[p] = 0;
+  }
+  absl::flat_hash_set<std::string> busy;
+  for (auto& job : jobs_) {
+    ++snap.jobs_per_phase[job->phase()];
+    for (const absl::Duration d : job->rendezvous_durations()) snap.rendezvous.push_back(d);
+    if (job->terminal()) {
+      if (snap.taken_at - job->record().updated_at > keep_ended) continue;
+    } else {
+      for (std::string& n : job->nodes()) busy.insert(std::move(n));
+    }
+    snap.jobs.push_back({job->Status(), job->last_rendezvous()});
+  }
+  for (const auto& [id, n] : nodes_) {
+    ClusterSnapshot::Node& out = snap.nodes.emplace_back();
+    out.name = n.inventory.node_name().empty() ? id : n.inventory.node_name();
+    out.state = StateOf(n, busy.contains(id));
+    out.heartbeat_age = snap.taken_at - n.last_heartbeat_at;
+    out.samples_per_second = n.inventory.trainer_samples_per_second();
+  }
+  std::sort(snap.nodes.begin(), snap.nodes.end(),
+            [](const ClusterSnapshot::Node& a, const ClusterSnapshot::Node& b) {
+              return a.name < b.name;
+            });
+  return snap;
+}
+
+// ---- Agent service
+
+absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest& request) {
+  if (absl::Status st = CheckPeerVersion(request.agent_version(), "agent"); !st.ok()) return st;
+  const v1::NodeInventory& inv = request.inventory();
+  if (inv.node_name().empty()) return absl::InvalidArgumentError("register: empty node_name");
+  if (inv.addresses().empty() && inv.hostname().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register: node ", inv.node_name(), " has neither addresses nor a hostname"));
+  }
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_.Now();
+  Node* node = FindNode(request.previous_node_id());
+  if (node != nullptr && node->inventory.node_name() != inv.node_name()) node = nullptr;
+  if (node == nullptr) {
+    if (auto it = node_by_name_.find(inv.node_name()); it != node_by_name_.end()) {
+      node = FindNode(it->second);
+    }
+  }
+  if (node != nullptr && !node->lost) {
+    const std::string old_addr =
+        node->inventory.addresses().empty() ? "" : node->inventory.addresses(0);
+    const std::string new_addr = inv.addresses().empty() ? "" : inv.addresses(0);
+    if (old_addr != new_addr) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("node name ", inv.node_name(), " is registered to a live agent at ",
+                       old_addr, " (", node->node_id, "); this agent is at ", new_addr));
+    }
+  }
+  if (node == nullptr) {
+    node = &AddNode(NewNodeId());
+    node->registered_at = now;
+    LogInfo(absl::StrCat("node ", node->node_id, " (", inv.node_name(), ") registered"));
+  } else {
+    // A reconnection, or an agent restart: its next message tells which (see the header).
+    LogInfo(absl::StrCat("node ", node->node_id, " (", inv.node_name(), ") registered again"));
+    JobManager* job = JobHolding(node->node_id);
+    node->verify_ranks = job != nullptr && job->phase() == JobPhase::kRunning;
+  }
+  node->inventory = inv;
+  node_by_name_[inv.node_name()] = node->node_id;
+  node->agent_version = request.agent_version();
+  node->last_heartbeat_at = now;
+  node->lost = false;
+  node->stale_stops.clear();
+  NodeRecord record;
+  record.node_id = node->node_id;
+  record.inventory = InventoryFromProto(inv);
+  LogIfError(db_.UpsertNode(record), "cannot store node");
+
+  v1::RegisterResponse response;
+  response.set_node_id(node->node_id);
+  SetDuration(options_.heartbeat_interval, response.mutable_heartbeat_interval());
+  SetDuration(options_.lost_after, response.mutable_lost_after());
+  *response.mutable_coordinator_version() = CoordinatorApiVersion();
+  Schedule();
+  return response;
+}
+
+absl::StatusOr<std::pair<std::shared_ptr<AgentOutbox>, uint64_t>> Cluster::AttachStream(
+    const std::string& node_id) {
+  absl::MutexLock lock(&mu_);
+  Node* node = FindNode(node_id);
+  if (node == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown node id '", node_id, "': register first"));
+  }
+  const uint64_t epoch = node->outbox->Attach();
+  Schedule();  // a node is offered to jobs once its stream is open
+  return std::make_pair(node->outbox, epoch);
+}
+
+void Cluster::DetachStream(const std::string& node_id, uint64_t epoch) {
+  absl::MutexLock lock(&mu_);
+  if (Node* node = FindNode(node_id)) node->outbox->Detach(epoch);
+}
+
+void Cluster::StopStaleRanks(Node& node, const v1::RankProgress& r, const JobManager& job) {
+  if (!LiveRankState(r.state())) return;
+  if (!job.terminal() && r.generation() >= job.generation()) return;
+  const std::string key = absl::StrCat(r.job_id(), "/", r.generation());
+  if (!node.stale_stops.insert(key).second) return;
+  v1::CoordinatorMessage msg;
+  v1::StopRanks* stop = msg.mutable_stop_ranks();
+  stop->set_job_id(r.job_id());
+  stop->set_generation(r.generation());
+  SetDuration(options_.job.stop_grace, stop->mutable_grace_period());
+  stop->set_reason(job.terminal()
+                       ? "the job has ended"
+                       : absl::StrCat("generation ", r.generation(),
+                                      " is over; the job is at generation ", job.generation()));
+  node.outbox->Send(std::move(msg));
+}
+
+absl::Status Cluster::OnAgentMessage(const v1::AgentMessage& message) {
+  absl::MutexLock lock(&mu_);
+  Node* node = FindNode(message.node_id());
+  if (node == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("unknown node id '", message.node_id(), "': register first"));
+  }
+  node->last_heartbeat_at = clock_.Now();
+  if (node->lost) {
+    node->lost = false;
+    LogInfo(absl::StrCat("node ", node->node_id, " is back"));
+  }
+  if (node->verify_ranks) {
+    node->verify_ranks = false;
+    JobManager* job = JobHolding(node->node_id);
+    if (job != nullptr && job->phase() == JobPhase::kRunning &&
+        std::none_of(message.ranks().begin(), message.ranks().end(),
+                     [&](const v1::RankProgress& r) {
+                       return r.job_id() == job->id() && r.generation() == job->generation();
+                     })) {
+      LogIfError(job->NodeLost(node->node_id,
+                               absl::StrCat("its agent registered again without the ranks of "
+                                            "generation ",
+                                            job->generation())),
+                 absl::StrCat("job ", job->id()));
+    }
+  }
+  for (const v1::RankProgress& r : message.ranks()) {
+    JobManager* job = FindJob(r.job_id());
+    if (job == nullptr) continue;
+    StopStaleRanks(*node, r, *job);
+    LogIfError(job->OnRankReport(node->node_id, r), absl::StrCat("job ", r.job_id()));
+  }
+  for (const v1::LogTail& t : message.logs()) {
+    if (auto it = pending_logs_.find(t.command_id()); it != pending_logs_.end()) it->second = t;
+  }
+  for (const v1::CommandError& e : message.command_errors()) {
+    LogWarning(
+        absl::StrCat("node ", node->node_id, " refused command ", e.command_id(), ": ", e.error()));
+    if (JobManager* job = JobHolding(node->node_id)) {
+      LogIfError(job->OnCommandError(node->node_id, e.command_id(), e.error()),
+                 absl::StrCat("job ", job->id()));
+    }
+  }
+  Schedule();
+  return absl::OkStatus();
+}
+
+// ---- Logs
+
+absl::StatusOr<v1::GetLogsResponse> Cluster::GetLogs(const v1::GetLogsRequest& request,
+                                                     absl::Duration timeout) {
+  constexpr uint32_t kDefaultBytes = 64 << 10, kMaxBytes = 1 << 20;
+  absl::MutexLock lock(&mu_);
+  JobManager* job = FindJob(request.job_id());
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job '", request.job_id(), "'"));
+  const int rank = static_cast<int>(request.rank());
+  std::optional<std::pair<std::string, int64_t>> where = job->NodeOfRank(rank);
+  if (!where || where->first.empty()) {
+    return absl::NotFoundError(absl::StrCat("job ", job->id(), " has no rank ", rank,
+                                            " in a generation this coordinator started"));
+  }
+  const std::string node_id = where->first;
+  Node* node = FindNode(node_id);
+  if (node == nullptr || node->lost || !node->outbox->attached()) {
+    return absl::UnavailableError(absl::StrCat("rank ", rank, " of job ", job->id(),
+                                               " ran on node ", node_id,
+                                               ", which is not connected"));
+  }
+  v1::CoordinatorMessage msg;
+  v1::SendLogs* send = msg.mutable_send_logs();
+  send->set_job_id(job->id());
+  send->set_global_rank(request.rank());
+  send->set_generation(where->second);
+  send->set_max_bytes(request.max_bytes() == 0 ? kDefaultBytes
+                                               : std::min(request.max_bytes(), kMaxBytes));
+  const uint64_t command_id = node->outbox->Send(std::move(msg));
+  pending_logs_[command_id] = std::nullopt;
+  auto answered = [this, command_id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return pending_logs_[command_id].has_value() || shutdown_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&answered), timeout);
+  std::optional<v1::LogTail> tail = std::move(pending_logs_[command_id]);
+  pending_logs_.erase(command_id);
+  if (!tail) {
+    return absl::DeadlineExceededError(absl::StrCat("node ", node_id, " sent no log of rank ", rank,
+                                                    " within ", absl::FormatDuration(timeout)));
+  }
+  if (!tail->error().empty()) {
+    return absl::NotFoundError(absl::StrCat("node ", node_id, ": ", tail->error()));
+  }
+  v1::GetLogsResponse response;
+  response.set_node_id(node_id);
+  response.set_generation(tail->generation());
+  response.set_data(tail->data());
+  response.set_truncated(tail->truncated());
+  return response;
+}
+
+// ---- Time
+
+void Cluster::NodeLost(Node& node, std::string_view why) {
+  node.lost = true;
+  LogWarning(absl::StrCat("node ", node.node_id, " (", node.inventory.node_name(),
+                          ") lost: ", ToAbsl(why)));
+  if (JobManager* job = JobHolding(node.node_id)) {
+    LogIfError(job->NodeLost(node.node_id, why), absl::StrCat("job ", job->id()));
+  }
+}
+
+void Cluster::Tick() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_.Now();
+  for (auto& [id, node] : nodes_) {
+    if (!node.lost && now - node.last_heartbeat_at >= options_.lost_after) {
+      NodeLost(node, absl::StrCat("no heartbeat for ",
+                                  absl::FormatDuration(now - node.last_heartbeat_at)));
+    }
+  }
+  for (auto& job : jobs_) LogIfError(job->Tick(), absl::StrCat("job ", job->id()));
+  Schedule();
+}
+
+void Cluster::OfferFreeNodes() {
+  absl::flat_hash_set<std::string> busy;
+  for (auto& job : jobs_) {
+    if (job->terminal()) continue;
+    for (std::string& n : job->nodes()) busy.insert(std::move(n));
+  }
+  // A node whose stream closed is not offered to a rendezvous until it reconnects: its agent may
+  // be dead, and the lost-after window has not yet said so.
+  std::vector<Node*> free;
+  for (auto& [id, node] : nodes_) {
+    if (!node.lost && node.outbox->attached() && !busy.contains(id)) free.push_back(&node);
+  }
+  std::sort(free.begin(), free.end(), [](const Node* a, const Node* b) {
+    return std::tie(a->inventory.node_name(), a->node_id) <
+           std::tie(b->inventory.node_name(), b->node_id);
+  });
+  size_t next = 0;
+  for (auto& job : jobs_) {
+    while (next < free.size() && job->AcceptingNodes()) {
+      Node* n = free[next++];
+      PlanNode pn;
+      pn.node_id = n->node_id;
+      pn.inventory = InventoryFromProto(n->inventory);
+      LogIfError(job->Join(pn, n->outbox), absl::StrCat("job ", job->id()));
+    }
+  }
+}
+
+void Cluster::Schedule() {
+  // Offering nodes scans and sorts every node: only when some job is gathering them (this runs on
+  // every agent message; at 4096 nodes the scan made each heartbeat cost ~15 ms).
+  const bool gathering = std::any_of(jobs_.begin(), jobs_.end(), [](auto& job) {
+    return !job->terminal() && job->AcceptingNodes();
+  });
+  if (gathering) OfferFreeNodes();
+  ++version_;
+}
+
+// ---- Watching
+
+uint64_t Cluster::version() {
+  absl::MutexLock lock(&mu_);
+  return version_;
+}
+
+void Cluster::WaitForChange(uint64_t seen, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto changed = [this, seen]()
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return version_ != seen || shutdown_; };
+  mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+}
+
+void Cluster::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutdown_ = true;
+}
+
+bool Cluster::shutting_down() {
+  absl::MutexLock lock(&mu_);
+  return shutdown_;
+}
+
+}  // namespace ringmaster::coordinator

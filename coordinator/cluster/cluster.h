@@ -1,0 +1,170 @@
+// The coordinator's state behind its two gRPC services: registered nodes (inventory, last
+// heartbeat, command outbox), one JobManager per job, and the scheduling that ties them: after
+// every event, free nodes are offered to jobs gathering nodes, oldest job first, nodes by name,
+// one job per node at a time.
+//
+// Failure detection: a node whose agent sent nothing for lost_after is lost (Tick); the job that
+// holds it sees NodeLost. Its Heartbeat stream may come back later, which makes it ready again.
+// An agent registers again on every reconnection (agent restart or a broken stream); its first
+// message then says whether the ranks survived: if it reports none of the current generation of
+// the job that holds the node, they are gone and that job sees NodeLost.
+// Ranks reported for a generation that is no longer current (or of a job that ended) are sent a
+// StopRanks, once per node, job and generation: that is how ranks that outlived a restart of
+// their job or of the coordinator are cleaned up.
+//
+// On a coordinator restart (Create with a database that has jobs), non-terminal jobs are
+// restored by JobManager::Restore and nodes are known by id but lost until their agent sends a
+// heartbeat (or registers) again.
+//
+// Thread-safe: one mutex serialises every event; WaitForChange lets WatchJob handlers block
+// until something changed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/cluster/agent_outbox.h"
+#include "coordinator/cluster/job_manager.h"
+#include "coordinator/state/clock.h"
+#include "coordinator/state/job_db.h"
+#include "ringmaster/v1/agent.pb.h"
+#include "ringmaster/v1/coordinator.pb.h"
+
+namespace ringmaster::coordinator {
+
+struct ClusterOptions {
+  absl::Duration lost_after = absl::Seconds(10);
+  absl::Duration heartbeat_interval = absl::Seconds(2);  // told to agents at Register
+  RendezvousOptions windows;                             // last_call, join_timeout
+  JobManagerOptions job;                                 // incl. stall_after (--stall-after)
+};
+
+// The cluster at one instant, for /metrics (coordinator/metrics/coordinator_metrics.h): taken under
+// the cluster's lock in one go, so every figure of a scrape belongs to the same moment.
+struct ClusterSnapshot {
+  struct Job {
+    v1::JobStatus status;  // as GetJob shows it
+    std::optional<absl::Duration> last_rendezvous;
+  };
+  struct Node {
+    std::string name;  // the agent's node name (its id when it has none)
+    v1::NodeState state = v1::NODE_STATE_UNSPECIFIED;
+    absl::Duration heartbeat_age;   // since the agent last talked to this coordinator
+    double samples_per_second = 0;  // its measured trainer throughput; 0: not measured
+  };
+  absl::Time taken_at;
+  absl::Time started_at;                   // when this coordinator started
+  std::map<JobPhase, int> jobs_per_phase;  // every job, every phase (zeros included)
+  std::vector<Job> jobs;                   // not ended, or ended within `keep_ended`; oldest first
+  std::vector<Node> nodes;                 // by name
+  std::vector<absl::Duration> rendezvous;  // every rendezvous completed since the start
+};
+
+class Cluster {
+ public:
+  // Loads nodes and jobs from `db`. `db` and `clock` must outlive the cluster.
+  static absl::StatusOr<std::unique_ptr<Cluster>> Create(const ClusterOptions& options, JobDb& db,
+                                                         const Clock& clock);
+
+  // ---- Coordinator service
+  absl::StatusOr<v1::SubmitJobResponse> SubmitJob(const v1::SubmitJobRequest& request);
+  absl::StatusOr<v1::JobStatus> GetJob(const std::string& job_id);
+  absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& request);
+  absl::StatusOr<v1::JobStatus> CancelJob(const v1::CancelJobRequest& request);
+  v1::ListNodesResponse ListNodes();
+  // Jobs in per-job detail: every job that has not ended plus those that ended (last update)
+  // within `keep_ended`, so that the metrics' label sets stay bounded.
+  ClusterSnapshot Snapshot(absl::Duration keep_ended);
+  // The end of one rank's log: asks the agent that ran it (SendLogs) and waits up to `timeout`
+  // for its answer. NotFound for an unknown job or a log the agent does not have; Unavailable
+  // when that node is not connected; DeadlineExceeded when it does not answer in time.
+  absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& request,
+                                              absl::Duration timeout);
+
+  // ---- Agent service
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
+  // A Heartbeat stream of `node_id` opened: it takes over the node's outbox (an older stream of
+  // the node stops receiving). NotFound for an unknown node: the agent registers again.
+  absl::StatusOr<std::pair<std::shared_ptr<AgentOutbox>, uint64_t>> AttachStream(
+      const std::string& node_id);
+  void DetachStream(const std::string& node_id, uint64_t epoch);
+  // One message from a node's Heartbeat stream. NotFound for an unknown node.
+  absl::Status OnAgentMessage(const v1::AgentMessage& message);
+
+  // ---- Time
+  // Lost nodes and rendezvous deadlines; the server calls it a few times a second.
+  void Tick();
+
+  // ---- Watching
+  // A counter that grows whenever an event may have changed a job.
+  uint64_t version();
+  // Returns once version() differs from `seen`, `timeout` (real time) passed, or Shutdown().
+  void WaitForChange(uint64_t seen, absl::Duration timeout);
+  // Wakes every waiter for good (server shutdown).
+  void Shutdown();
+  bool shutting_down();
+
+ private:
+  struct Node {
+    std::string node_id;
+    v1::NodeInventory inventory;
+    v1::ApiVersion agent_version;
+    absl::Time registered_at;
+    absl::Time last_heartbeat_at;
+    bool lost = true;  // until its agent talks to this coordinator
+    std::shared_ptr<AgentOutbox> outbox;
+    absl::flat_hash_set<std::string> stale_stops;  // "job/generation" already stopped here
+    // Registered again while running a job's ranks: its next message must still report them.
+    bool verify_ranks = false;
+  };
+
+  Cluster(const ClusterOptions& options, JobDb& db, const Clock& clock);
+  absl::Status Load();
+
+  Node* FindNode(const std::string& node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobManager* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobManager* JobHolding(const std::string& node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Node& AddNode(std::string node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ready, Busy (`busy`: held by a job) or Lost.
+  static v1::NodeState StateOf(const Node& node, bool busy);
+  void NodeLost(Node& node, std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopStaleRanks(Node& node, const v1::RankProgress& report, const JobManager& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Offers free, live nodes to jobs in rendezvous; bumps the version.
+  void Schedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Schedule's first part: free, live, connected nodes to jobs in rendezvous, oldest job first.
+  void OfferFreeNodes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NewNodeId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ClusterOptions options_;
+  JobDb& db_;
+  const Clock& clock_;
+  const std::shared_ptr<std::atomic<uint64_t>> command_ids_;
+  const absl::Time started_at_;
+
+  absl::Mutex mu_;
+  std::map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);                           // by node id
+  absl::flat_hash_map<std::string, std::string> node_by_name_ ABSL_GUARDED_BY(mu_);  // name → id
+  std::vector<std::unique_ptr<JobManager>> jobs_ ABSL_GUARDED_BY(mu_);               // oldest first
+  absl::flat_hash_map<std::string, size_t> job_index_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_node_number_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // GetLogs waiting for their agent's LogTail, by SendLogs command id.
+  absl::flat_hash_map<uint64_t, std::optional<v1::LogTail>> pending_logs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringmaster::coordinator

@@ -1,0 +1,523 @@
+// Cluster: registration, scheduling free nodes into jobs, lost heartbeats (FakeClock + Tick),
+// stale ranks being stopped, submission errors and idempotency, a coordinator restart that
+// reloads its jobs and nodes from the database file, and the collective traces' stall and
+// straggler figures in the job's status.
+#include "coordinator/cluster/cluster.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_replace.h"
+#include "coordinator/cluster/api_version.h"
+#include "coordinator/cluster/proto_convert.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kJob[] = R"(name: sst2
+model:
+  init_from: models/bert-tiny
+data:
+  train: data/train.tsv
+output:
+  dir: runs/sst2
+distributed:
+  nodes: "NODES"
+restart:
+  max_restarts: 3
+)";
+
+v1::RegisterRequest Registration(const std::string& name, const std::string& address,
+                                 const std::string& previous_id = "") {
+  v1::RegisterRequest r;
+  r.mutable_agent_version()->set_major(kApiMajor);
+  r.mutable_inventory()->set_node_name(name);
+  r.mutable_inventory()->set_hostname("host-" + name);
+  r.mutable_inventory()->add_addresses(address);
+  r.mutable_inventory()->set_cpu_cores(8);
+  r.set_previous_node_id(previous_id);
+  return r;
+}
+
+v1::SubmitJobRequest Submission(const std::string& nodes, const std::string& request_id = "") {
+  v1::SubmitJobRequest r;
+  r.mutable_client_version()->set_major(kApiMajor);
+  r.set_job_yaml(absl::StrReplaceAll(kJob, {{"NODES", nodes}}));
+  r.set_base_dir("/shared/jobs");
+  r.set_source("sst2.yaml");
+  r.set_request_id(request_id);
+  return r;
+}
+
+// Every message queued in `outbox` so far.
+std::vector<v1::CoordinatorMessage> Drain(AgentOutbox& outbox) {
+  std::vector<v1::CoordinatorMessage> out;
+  while (auto m = outbox.TryPop()) out.push_back(*std::move(m));
+  return out;
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::path(::testing::TempDir()) /
+           ("cluster_test." + std::to_string(getpid()) + "." + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    options_.lost_after = absl::Seconds(10);
+    options_.windows.last_call = absl::Seconds(5);
+    options_.windows.join_timeout = absl::Seconds(300);
+    options_.job.coordinator_address = "coord:7070";
+    Open();
+  }
+  void TearDown() override {
+    cluster_.reset();
+    db_.reset();
+    fs::remove_all(dir_);
+  }
+
+  // (Re)starts the coordinator on the same database file.
+  void Open() {
+    cluster_.reset();
+    db_.reset();
+    absl::StatusOr<std::unique_ptr<JobDb>> db = JobDb::Open((dir_ / "c.db").string(), clock_);
+    ASSERT_TRUE(db.ok()) << db.status();
+    db_ = *std::move(db);
+    absl::StatusOr<std::unique_ptr<Cluster>> c = Cluster::Create(options_, *db_, clock_);
+    ASSERT_TRUE(c.ok()) << c.status();
+    cluster_ = *std::move(c);
+  }
+
+  // Registers and opens the node's stream; returns its id.
+  std::string Connect(const std::string& name, const std::string& address) {
+    absl::StatusOr<v1::RegisterResponse> r = cluster_->Register(Registration(name, address));
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return "";
+    auto attached = cluster_->AttachStream(r->node_id());
+    EXPECT_TRUE(attached.ok()) << attached.status();
+    outboxes_[r->node_id()] = attached->first;
+    return r->node_id();
+  }
+
+  void Heartbeat(const std::string& node_id, std::vector<v1::RankProgress> ranks = {}) {
+    v1::AgentMessage m;
+    m.set_node_id(node_id);
+    for (auto& r : ranks) *m.add_ranks() = std::move(r);
+    absl::Status st = cluster_->OnAgentMessage(m);
+    ASSERT_TRUE(st.ok()) << st;
+  }
+
+  std::string Submit(const std::string& nodes) {
+    absl::StatusOr<v1::SubmitJobResponse> r = cluster_->SubmitJob(Submission(nodes));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->job_id() : "";
+  }
+
+  v1::JobStatus Job(const std::string& id) {
+    absl::StatusOr<v1::JobStatus> s = cluster_->GetJob(id);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : v1::JobStatus{};
+  }
+
+  static v1::RankProgress Rank(const std::string& job, int64_t gen, int rank,
+                               v1::RankProcessState state, int code = 0) {
+    v1::RankProgress r;
+    r.set_job_id(job);
+    r.set_generation(gen);
+    r.set_global_rank(static_cast<uint32_t>(rank));
+    r.set_state(state);
+    r.set_exit_code(code);
+    return r;
+  }
+
+  // A running rank's report with its collective trace.
+  v1::RankProgress Traced(const std::string& job, int rank, uint64_t seq, bool inside,
+                          absl::Time entered, double comm_seconds = 0, int64_t steps = 0) {
+    v1::RankProgress r = Rank(job, 0, rank, v1::RANK_PROCESS_STATE_RUNNING);
+    r.set_has_trace(true);
+    r.set_collective_seq(seq);
+    r.set_collective_op("AllReduceSum");
+    r.set_in_collective(inside);
+    SetTimestamp(entered, r.mutable_collective_entered_at());
+    r.set_comm_seconds(comm_seconds);
+    r.set_steps_this_process(steps);
+    return r;
+  }
+
+  fs::path dir_;
+  FakeClock clock_;
+  ClusterOptions options_;
+  std::unique_ptr<JobDb> db_;
+  std::unique_ptr<Cluster> cluster_;
+  std::map<std::string, std::shared_ptr<AgentOutbox>> outboxes_;
+};
+
+TEST_F(ClusterTest, NodeWithAClosedStreamIsNotOfferedUntilItReconnects) {
+  // An agent killed with SIGKILL: its stream closes at once, long before lost_after says so. A
+  // job restarting meanwhile must not plan ranks onto it.
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string b = Connect("b", "10.0.0.2");
+  auto reattached = cluster_->AttachStream(b);  // b's stream: the one the test can close
+  ASSERT_TRUE(reattached.ok());
+  cluster_->DetachStream(b, reattached->second);
+  const std::string job = Submit("1:2");
+  ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RENDEZVOUS);
+  EXPECT_THAT(Job(job).rendezvous().joined_node_ids(), ElementsAre(a));
+  // b comes back within the window: it joins, which completes the rendezvous (MAX 2).
+  ASSERT_TRUE(cluster_->AttachStream(b).ok());
+  EXPECT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  EXPECT_EQ(Job(job).world_size(), 2);
+}
+
+TEST_F(ClusterTest, FreeNodesJoinTheJobAndRunItToSuccess) {
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string b = Connect("b", "10.0.0.2");
+  const std::string job = Submit("2");
+  EXPECT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  std::vector<v1::CoordinatorMessage> to_a = Drain(*outboxes_[a]);
+  ASSERT_EQ(to_a.size(), 1u);
+  ASSERT_TRUE(to_a[0].has_start_ranks());
+  EXPECT_NE(to_a[0].command_id(), 0u);
+  EXPECT_EQ(to_a[0].start_ranks().common_env().at("MASTER_ADDR"), "10.0.0.1");
+  ASSERT_EQ(Drain(*outboxes_[b]).size(), 1u);
+
+  v1::ListNodesResponse nodes = cluster_->ListNodes();
+  ASSERT_EQ(nodes.nodes_size(), 2);
+  EXPECT_EQ(nodes.nodes(0).state(), v1::NODE_STATE_BUSY);
+  EXPECT_EQ(nodes.nodes(0).job_id(), job);
+
+  Heartbeat(a, {Rank(job, 0, 0, v1::RANK_PROCESS_STATE_EXITED)});
+  Heartbeat(b, {Rank(job, 0, 1, v1::RANK_PROCESS_STATE_EXITED)});
+  EXPECT_EQ(Job(job).phase(), v1::JOB_PHASE_SUCCEEDED);
+  EXPECT_EQ(cluster_->ListNodes().nodes(0).state(), v1::NODE_STATE_READY);
+}
+
+TEST_F(ClusterTest, OneJobPerNodeOldestFirst) {
+  const std::string first = Submit("1");
+  const std::string second = Submit("1");
+  Connect("a", "10.0.0.1");
+  EXPECT_EQ(Job(first).phase(), v1::JOB_PHASE_RUNNING);
+  EXPECT_EQ(Job(second).phase(), v1::JOB_PHASE_RENDEZVOUS);
+  ASSERT_TRUE(cluster_
+                  ->CancelJob([&] {
+                    v1::CancelJobRequest c;
+                    c.set_job_id(first);
+                    return c;
+                  }())
+                  .ok());
+  EXPECT_EQ(Job(first).phase(), v1::JOB_PHASE_CANCELLED);
+  EXPECT_EQ(Job(second).phase(), v1::JOB_PHASE_RUNNING);  // the node moved on
+}
+
+TEST_F(ClusterTest, LostHeartbeatRestartsOnTheRemainingNode) {
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string b = Connect("b", "10.0.0.2");
+  const std::string job = Submit("1:2");
+  ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);  // MAX joined
+  ASSERT_EQ(Job(job).world_size(), 2u);
+  Drain(*outboxes_[a]);
+  Drain(*outboxes_[b]);
+
+  clock_.Advance(absl::Seconds(6));
+  Heartbeat(a);  // only a keeps talking
+  cluster_->Tick();
+  EXPECT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  clock_.Advance(absl::Seconds(4));  // b silent for 10 s
+  cluster_->Tick();
+  v1::JobStatus s = Job(job);
+  EXPECT_EQ(s.generation(), 1);
+  EXPECT_EQ(s.restarts(), 1u);
+  EXPECT_EQ(s.last_failure(), v1::FAILURE_KIND_NODE_LOST);
+  EXPECT_EQ(s.phase(), v1::JOB_PHASE_RENDEZVOUS);
+  EXPECT_THAT(s.rendezvous().joined_node_ids(), ElementsAre(a));  // a rejoined at once
+  EXPECT_EQ(cluster_->ListNodes().nodes(1).state(), v1::NODE_STATE_LOST);
+  std::vector<v1::CoordinatorMessage> to_a = Drain(*outboxes_[a]);
+  ASSERT_EQ(to_a.size(), 1u);
+  EXPECT_EQ(to_a[0].stop_ranks().generation(), 0);
+
+  clock_.Advance(absl::Seconds(5));
+  Heartbeat(a);
+  cluster_->Tick();
+  s = Job(job);
+  EXPECT_EQ(s.phase(), v1::JOB_PHASE_RUNNING);
+  EXPECT_EQ(s.world_size(), 1u);
+  to_a = Drain(*outboxes_[a]);
+  ASSERT_EQ(to_a.size(), 1u);
+  EXPECT_EQ(to_a[0].start_ranks().generation(), 1);
+  EXPECT_EQ(to_a[0].start_ranks().world_size(), 1u);
+
+  // b comes back still running its rank of generation 0: it is told to stop, once.
+  Heartbeat(b, {Rank(job, 0, 1, v1::RANK_PROCESS_STATE_RUNNING)});
+  Heartbeat(b, {Rank(job, 0, 1, v1::RANK_PROCESS_STATE_RUNNING)});
+  std::vector<v1::CoordinatorMessage> to_b = Drain(*outboxes_[b]);
+  ASSERT_EQ(to_b.size(), 1u);
+  EXPECT_EQ(to_b[0].stop_ranks().generation(), 0);
+  EXPECT_EQ(to_b[0].stop_ranks().job_id(), job);
+}
+
+TEST_F(ClusterTest, InvalidSpecIsRefusedAndNothingIsStored) {
+  v1::SubmitJobRequest bad = Submission("2");
+  bad.set_job_yaml(bad.job_yaml() + "  bogus: 1\n");
+  absl::StatusOr<v1::SubmitJobResponse> r = cluster_->SubmitJob(bad);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("sst2.yaml"));
+  EXPECT_THAT(r.status().message(), HasSubstr("restart.bogus"));
+  EXPECT_THAT(cluster_->ListJobs({})->jobs(), IsEmpty());
+  EXPECT_THAT(*db_->ListJobs(), IsEmpty());
+}
+
+TEST_F(ClusterTest, SubmitWithTheSameRequestIdReturnsTheFirstJob) {
+  absl::StatusOr<v1::SubmitJobResponse> first = cluster_->SubmitJob(Submission("1", "req-1"));
+  absl::StatusOr<v1::SubmitJobResponse> again = cluster_->SubmitJob(Submission("1", "req-1"));
+  ASSERT_TRUE(first.ok() && again.ok());
+  EXPECT_EQ(first->job_id(), again->job_id());
+  EXPECT_EQ(cluster_->ListJobs({})->jobs_size(), 1);
+}
+
+TEST_F(ClusterTest, VersionsAreChecked) {
+  v1::SubmitJobRequest old = Submission("1");
+  old.mutable_client_version()->set_major(2);
+  EXPECT_EQ(cluster_->SubmitJob(old).status().code(), absl::StatusCode::kFailedPrecondition);
+  v1::RegisterRequest unversioned = Registration("a", "10.0.0.1");
+  unversioned.clear_agent_version();
+  absl::Status st = cluster_->Register(unversioned).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("agent speaks API 0.0"));
+}
+
+TEST_F(ClusterTest, ANameHeldByALiveAgentElsewhereIsRefused) {
+  const std::string a = Connect("a", "10.0.0.1");
+  EXPECT_EQ(cluster_->Register(Registration("a", "10.0.0.9")).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  // The same agent registering again (restarted) keeps its id.
+  absl::StatusOr<v1::RegisterResponse> again = cluster_->Register(Registration("a", "10.0.0.1", a));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->node_id(), a);
+  EXPECT_EQ(again->lost_after().seconds(), 10);
+  // Once it is lost, another agent may take the name over.
+  clock_.Advance(absl::Seconds(10));
+  cluster_->Tick();
+  absl::StatusOr<v1::RegisterResponse> moved = cluster_->Register(Registration("a", "10.0.0.9"));
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->node_id(), a);
+  EXPECT_EQ(cluster_
+                ->OnAgentMessage([] {
+                  v1::AgentMessage m;
+                  m.set_node_id("node-999999");
+                  return m;
+                }())
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClusterTest, ReconnectionWithTheRanksAliveKeepsTheRun) {
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string job = Submit("1");
+  ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  ASSERT_TRUE(cluster_->Register(Registration("a", "10.0.0.1", a)).ok());
+  Heartbeat(a, {Rank(job, 0, 0, v1::RANK_PROCESS_STATE_RUNNING)});
+  EXPECT_EQ(Job(job).generation(), 0);
+  EXPECT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  Heartbeat(a);  // only the first message after registering is checked
+  EXPECT_EQ(Job(job).generation(), 0);
+}
+
+TEST_F(ClusterTest, ReRegistrationWithoutTheRanksFailsTheGeneration) {
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string job = Submit("1");
+  ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  ASSERT_TRUE(cluster_->Register(Registration("a", "10.0.0.1", a)).ok());
+  EXPECT_EQ(Job(job).generation(), 0);
+  Heartbeat(a);  // an agent restarted: no ranks
+  v1::JobStatus s = Job(job);
+  // Its ranks are gone: restart, and the same node joins the new generation.
+  EXPECT_EQ(s.generation(), 1);
+  EXPECT_EQ(s.phase(), v1::JOB_PHASE_RUNNING);
+  EXPECT_EQ(s.last_failure(), v1::FAILURE_KIND_NODE_LOST);
+}
+
+TEST_F(ClusterTest, ACoordinatorRestartReloadsJobsAndNodes) {
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string running = Submit("1");
+  const std::string waiting = Submit("2");
+  ASSERT_EQ(Job(running).phase(), v1::JOB_PHASE_RUNNING);
+  outboxes_.clear();
+
+  Open();  // a new coordinator process on the same file
+  v1::JobStatus r = Job(running);
+  EXPECT_EQ(r.phase(), v1::JOB_PHASE_RENDEZVOUS);
+  EXPECT_EQ(r.generation(), 1);
+  EXPECT_EQ(r.restarts(), 0u);
+  EXPECT_EQ(Job(waiting).phase(), v1::JOB_PHASE_RENDEZVOUS);
+  v1::ListNodesResponse nodes = cluster_->ListNodes();
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).node_id(), a);
+  EXPECT_EQ(nodes.nodes(0).state(), v1::NODE_STATE_LOST);  // until its agent talks again
+
+  // The agent's stream comes back, still running generation 0 of the job.
+  auto attached = cluster_->AttachStream(a);
+  ASSERT_TRUE(attached.ok()) << attached.status();
+  Heartbeat(a, {Rank(running, 0, 0, v1::RANK_PROCESS_STATE_RUNNING)});
+  std::vector<v1::CoordinatorMessage> to_a = Drain(*attached->first);
+  ASSERT_EQ(to_a.size(), 2u);
+  EXPECT_EQ(to_a[0].stop_ranks().generation(), 0);
+  EXPECT_EQ(to_a[1].start_ranks().generation(), 1);
+  EXPECT_EQ(Job(running).phase(), v1::JOB_PHASE_RUNNING);
+
+  // A node registered after the restart gets a fresh id.
+  EXPECT_NE(Connect("b", "10.0.0.2"), a);
+}
+
+TEST_F(ClusterTest, GetLogsAsksTheAgentThatRanTheRankAndWaitsForItsAnswer) {
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string b = Connect("b", "10.0.0.2");
+  const std::string job = Submit("2");
+  ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  Drain(*outboxes_[a]);
+  Drain(*outboxes_[b]);
+  v1::GetLogsRequest req;
+  req.set_job_id(job);
+  req.set_rank(1);  // b's: nodes are ordered by name
+  absl::StatusOr<v1::GetLogsResponse> got = absl::UnknownError("not run");
+  std::thread asker([&] { got = cluster_->GetLogs(req, absl::Seconds(60)); });
+  std::optional<v1::CoordinatorMessage> ask;
+  const absl::Time until = absl::Now() + absl::Seconds(30);  // bounds a broken test only
+  while (!ask && absl::Now() < until) {
+    ask = outboxes_[b]->TryPop();
+    if (!ask) std::this_thread::yield();
+  }
+  ASSERT_TRUE(ask.has_value());
+  ASSERT_TRUE(ask->has_send_logs());
+  EXPECT_EQ(ask->send_logs().job_id(), job);
+  EXPECT_EQ(ask->send_logs().global_rank(), 1u);
+  EXPECT_EQ(ask->send_logs().generation(), 0);
+  EXPECT_EQ(ask->send_logs().max_bytes(), 64u << 10);
+  v1::AgentMessage m;
+  m.set_node_id(b);
+  v1::LogTail* t = m.add_logs();
+  t->set_command_id(ask->command_id());
+  t->set_generation(0);
+  t->set_data("step 3 loss 0.5\n");
+  ASSERT_TRUE(cluster_->OnAgentMessage(m).ok());
+  asker.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->node_id(), b);
+  EXPECT_EQ(got->data(), "step 3 loss 0.5\n");
+
+  // Nobody answers: a deadline error naming the node.
+  absl::StatusOr<v1::GetLogsResponse> late = cluster_->GetLogs(req, absl::Milliseconds(50));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(late.status().message()), HasSubstr(b));
+  Drain(*outboxes_[b]);  // its unanswered SendLogs
+  // The agent has no such log: its error comes back.
+  std::thread asker2([&] { got = cluster_->GetLogs(req, absl::Seconds(60)); });
+  std::optional<v1::CoordinatorMessage> ask2;
+  while (!ask2 && absl::Now() < until) {
+    ask2 = outboxes_[b]->TryPop();
+    if (!ask2) std::this_thread::yield();
+  }
+  ASSERT_TRUE(ask2.has_value());
+  v1::AgentMessage m2;
+  m2.set_node_id(b);
+  m2.add_logs()->set_command_id(ask2->command_id());
+  m2.mutable_logs(0)->set_error("no log of rank 1");
+  ASSERT_TRUE(cluster_->OnAgentMessage(m2).ok());
+  asker2.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("no log of rank 1"));
+
+  req.set_rank(2);
+  EXPECT_EQ(cluster_->GetLogs(req, absl::Seconds(1)).status().code(), absl::StatusCode::kNotFound);
+  req.set_job_id("job-nope");
+  EXPECT_EQ(cluster_->GetLogs(req, absl::Seconds(1)).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClusterTest, AStallNamesTheRanksMissingFromTheCollectiveAndIsLoggedOnce) {
+  options_.job.stall_after = absl::Seconds(10);
+  options_.lost_after = absl::Seconds(60);  // the agents stay quiet while the ranks wait
+  Open();
+  const std::vector<std::string> nodes = {Connect("a", "10.0.0.1"), Connect("b", "10.0.0.2"),
+                                          Connect("c", "10.0.0.3")};
+  const std::string job = Submit("3");
+  ASSERT_EQ(Job(job).world_size(), 3u);
+  // Ranks 0 and 1 enter collective #12; rank 2 is still after #11.
+  const absl::Time entered = clock_.Now();
+  Heartbeat(nodes[0], {Traced(job, 0, 12, true, entered)});
+  Heartbeat(nodes[1], {Traced(job, 1, 12, true, entered + absl::Seconds(1))});
+  Heartbeat(nodes[2], {Traced(job, 2, 11, false, entered - absl::Seconds(1))});
+  clock_.Advance(absl::Seconds(9));
+  cluster_->Tick();
+  EXPECT_FALSE(Job(job).has_stall());
+
+  clock_.Advance(absl::Seconds(3));
+  testing::internal::CaptureStderr();
+  cluster_->Tick();
+  cluster_->Tick();
+  const std::string log = testing::internal::GetCapturedStderr();
+  const v1::JobStatus s = Job(job);
+  ASSERT_TRUE(s.has_stall());
+  EXPECT_EQ(s.stall().seq(), 12u);
+  EXPECT_EQ(s.stall().op(), "AllReduceSum");
+  EXPECT_THAT(s.stall().missing_ranks(), ElementsAre(2));
+  EXPECT_THAT(s.stall().waiting_ranks(), ElementsAre(0, 1));
+  EXPECT_EQ(DurationFromProto(s.stall().waited()), absl::Seconds(12));
+  EXPECT_THAT(log, HasSubstr("WARNING"));
+  EXPECT_THAT(log, HasSubstr("rank(s) 2 have not entered collective #12 (AllReduceSum); "
+                             "rank(s) 0,1 waited 12s"));
+  EXPECT_EQ(log.find("collective #12"), log.rfind("collective #12")) << "logged once: " << log;
+  // ListJobs carries it too.
+  v1::ListJobsResponse list = *cluster_->ListJobs(v1::ListJobsRequest());
+  ASSERT_EQ(list.jobs_size(), 1);
+  EXPECT_TRUE(list.jobs(0).has_stall());
+
+  // Rank 2 arrives: the collective completes, no stall.
+  Heartbeat(nodes[2], {Traced(job, 2, 12, true, clock_.Now())});
+  EXPECT_FALSE(Job(job).has_stall());
+}
+
+TEST_F(ClusterTest, StragglerScoresOnceEveryRankHasReportedTimings) {
+  const std::vector<std::string> nodes = {Connect("a", "10.0.0.1"), Connect("b", "10.0.0.2"),
+                                          Connect("c", "10.0.0.3")};
+  const std::string job = Submit("3");
+  // One step a second; rank 1 computes 0.3 s/step longer, so the others wait for it inside
+  // the all-reduce: 0.4 s/step inside collectives against its 0.1.
+  const double comm_per_step[] = {0.4, 0.1, 0.4};
+  for (int t = 2; t <= 20; t += 2) {
+    clock_.Advance(absl::Seconds(2));
+    for (int r = 0; r < 3; ++r) {
+      // Rank 2 reports no timings until late: no scores before.
+      if (r == 2 && t < 12) continue;
+      Heartbeat(nodes[static_cast<size_t>(r)], {Traced(job, r, static_cast<uint64_t>(t), false,
+                                                       clock_.Now(), comm_per_step[r] * t, t)});
+    }
+    if (t == 10) {
+      EXPECT_EQ(Job(job).stragglers_size(), 0);
+    }
+  }
+  const v1::JobStatus s = Job(job);
+  ASSERT_EQ(s.stragglers_size(), 3);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(s.stragglers(r).rank(), static_cast<uint32_t>(r));
+  EXPECT_NEAR(s.stragglers(0).seconds_per_step(), 0, 1e-9);
+  EXPECT_NEAR(s.stragglers(1).seconds_per_step(), 0.3, 1e-9);
+  EXPECT_NEAR(s.stragglers(2).seconds_per_step(), 0, 1e-9);
+  EXPECT_FALSE(s.has_stall());
+  // A new generation starts over.
+  Heartbeat(nodes[1], {Rank(job, 0, 1, v1::RANK_PROCESS_STATE_EXITED, 1)});
+  EXPECT_EQ(Job(job).stragglers_size(), 0);
+}
+
+}  // namespace
+}  // namespace ringmaster::coordinator

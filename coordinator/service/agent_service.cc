@@ -1,0 +1,69 @@
+// AgentService: registration and the per-agent Heartbeat stream.
+#include "coordinator/service/agent_service.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "coordinator/service/grpc_status.h"
+
+namespace ringmaster::coordinator {
+
+grpc::Status AgentServiceImpl::Register(grpc::ServerContext* context,
+                                        const v1::RegisterRequest* request,
+                                        v1::RegisterResponse* response) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kAgent,
+                                                  "AgentService/Register");
+      !auth.ok()) {
+    return auth;
+  }
+  absl::StatusOr<v1::RegisterResponse> r = cluster_.Register(*request);
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *response = *std::move(r);
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentServiceImpl::Heartbeat(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::AgentMessage>* stream) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kAgent,
+                                                  "AgentService/Heartbeat");
+      !auth.ok()) {
+    return auth;
+  }
+  v1::AgentMessage message;
+  if (!stream->Read(&message)) return grpc::Status::OK;
+  const std::string node_id = message.node_id();
+  auto attached = cluster_.AttachStream(node_id);
+  if (!attached.ok()) return ToGrpcStatus(attached.status());
+  auto [outbox, epoch] = *std::move(attached);
+  LogInfo(absl::StrCat("node ", node_id, ": heartbeat stream open"));
+
+  std::thread writer([&stream, outbox = outbox, epoch = epoch] {
+    while (std::optional<v1::CoordinatorMessage> m = outbox->WaitPop(epoch)) {
+      if (!stream->Write(*m)) {
+        outbox->PushFront(*std::move(m));  // the next stream of the node delivers it
+        return;
+      }
+    }
+  });
+  grpc::Status result = grpc::Status::OK;
+  do {
+    if (message.node_id() != node_id) {
+      result = grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("stream of node ", node_id, " got a message from node ", message.node_id()));
+      break;
+    }
+    if (absl::Status st = cluster_.OnAgentMessage(message); !st.ok()) {
+      result = ToGrpcStatus(st);
+      break;
+    }
+  } while (stream->Read(&message));
+  cluster_.DetachStream(node_id, epoch);
+  writer.join();
+  LogInfo(absl::StrCat("node ", node_id, ": heartbeat stream closed"));
+  return result;
+}
+
+}  // namespace ringmaster::coordinator

@@ -1,0 +1,32 @@
+// gRPC glue for the AgentService (agent.proto). Register goes to the Cluster. Heartbeat runs on
+// the handler thread of each agent stream: it reads AgentMessages and hands them to the Cluster,
+// while a second thread writes CoordinatorMessages from the node's AgentOutbox (woken by its
+// condition). The stream ends when the agent closes it, the call is cancelled, or the server
+// shuts down; a newer stream of the same node takes the outbox over.
+#pragma once
+
+#include "coordinator/cluster/cluster.h"
+#include "ringmaster/v1/agent.grpc.pb.h"
+#include "security/call_auth.h"
+
+namespace ringmaster::coordinator {
+
+class AgentServiceImpl final : public v1::AgentService::Service {
+ public:
+  // Register and Heartbeat need the join token when `tokens` has one.
+  explicit AgentServiceImpl(Cluster& cluster,
+                            const security::TokenPolicy& tokens = security::OpenPolicy())
+      : cluster_(cluster), tokens_(tokens) {}
+
+  grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
+                        v1::RegisterResponse* response) override;
+  grpc::Status Heartbeat(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::AgentMessage>* stream) override;
+
+ private:
+  Cluster& cluster_;
+  const security::TokenPolicy& tokens_;
+};
+
+}  // namespace ringmaster::coordinator

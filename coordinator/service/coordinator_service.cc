@@ -1,0 +1,135 @@
+// Coordinator service: Cluster calls plus the WatchJob loop.
+#include "coordinator/service/coordinator_service.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "coordinator/service/grpc_status.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+constexpr absl::Duration kDefaultWatchInterval = absl::Seconds(1);
+constexpr absl::Duration kLogsTimeout = absl::Seconds(15);  // an agent answers on its next read
+// How often a quiet WatchJob checks whether its client went away.
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(250);
+
+bool TerminalPhase(v1::JobPhase p) {
+  return p == v1::JOB_PHASE_SUCCEEDED || p == v1::JOB_PHASE_FAILED || p == v1::JOB_PHASE_CANCELLED;
+}
+
+template <typename T>
+grpc::Status Reply(absl::StatusOr<T> result, T* response) {
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  *response = *std::move(result);
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext* context,
+                                               const v1::SubmitJobRequest* request,
+                                               v1::SubmitJobResponse* response) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kSubmit,
+                                                  "Coordinator/SubmitJob");
+      !auth.ok()) {
+    return auth;
+  }
+  return Reply(cluster_.SubmitJob(*request), response);
+}
+
+grpc::Status CoordinatorServiceImpl::GetJob(grpc::ServerContext* context,
+                                            const v1::GetJobRequest* request,
+                                            v1::JobStatus* response) {
+  if (grpc::Status auth =
+          security::AuthorizeCall(tokens_, *context, security::Access::kRead, "Coordinator/GetJob");
+      !auth.ok()) {
+    return auth;
+  }
+  return Reply(cluster_.GetJob(request->job_id()), response);
+}
+
+grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* context,
+                                              const v1::ListJobsRequest* request,
+                                              v1::ListJobsResponse* response) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kRead,
+                                                  "Coordinator/ListJobs");
+      !auth.ok()) {
+    return auth;
+  }
+  return Reply(cluster_.ListJobs(*request), response);
+}
+
+grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext* context,
+                                               const v1::CancelJobRequest* request,
+                                               v1::JobStatus* response) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kSubmit,
+                                                  "Coordinator/CancelJob");
+      !auth.ok()) {
+    return auth;
+  }
+  return Reply(cluster_.CancelJob(*request), response);
+}
+
+grpc::Status CoordinatorServiceImpl::GetLogs(grpc::ServerContext* context,
+                                             const v1::GetLogsRequest* request,
+                                             v1::GetLogsResponse* response) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kLogs,
+                                                  "Coordinator/GetLogs");
+      !auth.ok()) {
+    return auth;
+  }
+  return Reply(cluster_.GetLogs(*request, kLogsTimeout), response);
+}
+
+grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext* context,
+                                               const v1::ListNodesRequest*,
+                                               v1::ListNodesResponse* response) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kRead,
+                                                  "Coordinator/ListNodes");
+      !auth.ok()) {
+    return auth;
+  }
+  *response = cluster_.ListNodes();
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* context,
+                                              const v1::WatchJobRequest* request,
+                                              grpc::ServerWriter<v1::JobStatus>* writer) {
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kRead,
+                                                  "Coordinator/WatchJob");
+      !auth.ok()) {
+    return auth;
+  }
+  const absl::Duration min_interval = request->min_interval_ms() == 0
+                                          ? kDefaultWatchInterval
+                                          : absl::Milliseconds(request->min_interval_ms());
+  std::string last_sent;
+  absl::Time last_write = absl::InfinitePast();
+  while (true) {
+    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    if (cluster_.shutting_down()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down");
+    }
+    const uint64_t seen = cluster_.version();
+    absl::StatusOr<v1::JobStatus> status = cluster_.GetJob(request->job_id());
+    if (!status.ok()) return ToGrpcStatus(status.status());
+    std::string bytes = status->SerializeAsString();
+    if (bytes != last_sent) {
+      const absl::Time now = absl::Now();
+      if (now < last_write + min_interval) {
+        cluster_.WaitForChange(seen, last_write + min_interval - now);
+        continue;
+      }
+      if (!writer->Write(*status)) return grpc::Status(grpc::StatusCode::CANCELLED, "gone");
+      last_sent = std::move(bytes);
+      last_write = now;
+      if (TerminalPhase(status->phase())) return grpc::Status::OK;
+    }
+    cluster_.WaitForChange(seen, kCancelPoll);
+  }
+}
+
+}  // namespace ringmaster::coordinator

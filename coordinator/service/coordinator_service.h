@@ -1,0 +1,41 @@
+// gRPC glue for the Coordinator service (coordinator.proto): requests go to the Cluster, errors
+// come back as the matching gRPC codes. WatchJob sends the current status at once, then every
+// change (at most one message per min_interval), and ends after a terminal phase, when the
+// client cancels, or when the server shuts down (UNAVAILABLE). Submit and cancel need the submit
+// token, logs too; the other reads take either token.
+#pragma once
+
+#include "coordinator/cluster/cluster.h"
+#include "ringmaster/v1/coordinator.grpc.pb.h"
+#include "security/call_auth.h"
+
+namespace ringmaster::coordinator {
+
+class CoordinatorServiceImpl final : public v1::Coordinator::Service {
+ public:
+  // Each call first checks its token against `tokens` (security/token_policy.h).
+  explicit CoordinatorServiceImpl(Cluster& cluster,
+                                  const security::TokenPolicy& tokens = security::OpenPolicy())
+      : cluster_(cluster), tokens_(tokens) {}
+
+  grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
+                         v1::SubmitJobResponse* response) override;
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                      v1::JobStatus* response) override;
+  grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override;
+  grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
+                         v1::JobStatus* response) override;
+  grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
+                        grpc::ServerWriter<v1::JobStatus>* writer) override;
+  grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
+                         v1::ListNodesResponse* response) override;
+  grpc::Status GetLogs(grpc::ServerContext* context, const v1::GetLogsRequest* request,
+                       v1::GetLogsResponse* response) override;
+
+ private:
+  Cluster& cluster_;
+  const security::TokenPolicy& tokens_;
+};
+
+}  // namespace ringmaster::coordinator
