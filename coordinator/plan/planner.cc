@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/absl_view.h"
 #include "coordinator/plan/rank_weights.h"
+#include "jobspec/precision_policy.h"
 
 namespace ringmaster::coordinator {
 
@@ -56,9 +57,7 @@ absl::Status ValidateRequest(const PlanRequest& r) {
 }  // namespace
 
 Precision AutoPrecisionFor(const GpuInfo& gpu) {
-  if (gpu.ComputeCapability() >= 80) return Precision::kBf16;
-  if (gpu.ComputeCapability() >= 70) return Precision::kFp16;
-  return Precision::kFp32;
+  return jobspec::AutoPrecisionFor(gpu.ComputeCapability());
 }
 
 absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<PlanNode>& nodes) {
@@ -167,10 +166,12 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
         rp.gpu_index = gpu.index;
         if (request.precision == Precision::kAuto) {
           rp.precision = AutoPrecisionFor(gpu);
-        } else if (request.precision == Precision::kBf16 && gpu.ComputeCapability() < 80) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("plan: train.precision bf16 needs sm_80 or newer, but ",
-                           GpuName(node, gpu), " is older (use precision: auto, fp16 or fp32)"));
+        } else if (const int need = jobspec::MinComputeCapabilityFor(request.precision);
+                   gpu.ComputeCapability() < need) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "plan: train.precision ", std::string(SettingName(request.precision)), " needs sm_",
+              need, " or newer, but ", GpuName(node, gpu), " is older (use precision: auto, ",
+              need > 70 ? "fp16 or fp32)" : "or fp32)"));
         } else {
           rp.precision = request.precision;
         }
@@ -194,7 +195,10 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
                 {"LOCAL_WORLD_SIZE", lws},
                 {"GROUP_RANK", group},
                 {"ROLE_RANK", std::to_string(r)},
-                {"RINGMASTER_PRECISION", std::string(SettingName(rp.precision))}};
+                {"RINGMASTER_PRECISION", std::string(SettingName(rp.precision))},
+                // The rank's device, so that a job's `train.device: auto` runs where it was
+                // placed: the GPU given to it (CUDA_VISIBLE_DEVICES) or the CPU.
+                {"RINGMASTER_DEVICE", np.gpu ? "cuda" : "cpu"}};
     }
   }
 

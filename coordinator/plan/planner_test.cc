@@ -171,6 +171,10 @@ TEST(PlannerTest, PrecisionAndCompressionFollowComputeCapability) {
   EXPECT_EQ(plan.common_env["RINGMASTER_COMPRESSION"], "int8");
   EXPECT_EQ(plan.ranks[5].gpu_index, -1);
   EXPECT_EQ(jobspec::SettingName(plan.backend), "gloo");  // a CPU rank is in the ring
+  // Each rank is told its device (train.device: auto runs where it was placed).
+  for (int r = 0; r < 6; ++r) {
+    EXPECT_EQ(EnvForRank(plan, r)["RINGMASTER_DEVICE"], r < 5 ? "cuda" : "cpu") << r;
+  }
 }
 
 TEST(PlannerTest, WireCompressionWithoutOldGpus) {
@@ -251,6 +255,7 @@ TEST(PlannerTest, DeviceSetting) {
   EXPECT_EQ(jobspec::SettingName(plan.ranks[0].precision), "fp32");
   EXPECT_FALSE(plan.nodes[0].gpu);
   EXPECT_EQ(jobspec::SettingName(plan.backend), "gloo");
+  EXPECT_EQ(EnvForRank(plan, 0)["RINGMASTER_DEVICE"], "cpu");  // a GPU node, but device: cpu
 
   req.device = jobspec::Device::kCuda;
   absl::StatusOr<JobPlan> bad = PlanRanks(req, {Node("g", "r", "h1", 1), Node("c", "r", "h2", 0)});
@@ -265,9 +270,14 @@ TEST(PlannerTest, RefusesWhatTheNodesCannotRun) {
       PlanRanks(req, {Node("a100", "r", "h1", 1, 8, 0), Node("p40", "r", "h2", 1, 6, 1)});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(bad.status().message(), AllOf(HasSubstr("node p40"), HasSubstr("sm_61")));
+  // fp16 needs tensor cores (sm_70): a P40 cannot run it, a V100 can.
   req.precision = jobspec::Precision::kFp16;
+  bad = PlanRanks(req, {Node("p40", "r", "h2", 1, 6, 1)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(bad.status().message(),
+              AllOf(HasSubstr("fp16 needs sm_70"), HasSubstr("node p40"), HasSubstr("sm_61")));
   EXPECT_EQ(
-      jobspec::SettingName(MustPlan(req, {Node("p40", "r", "h2", 1, 6, 1)}).ranks[0].precision),
+      jobspec::SettingName(MustPlan(req, {Node("v100", "r", "h2", 1, 7, 0)}).ranks[0].precision),
       "fp16");
 
   req = Request();
