@@ -3,7 +3,9 @@
 // access was encountered (cudaErrorIllegalAddress)" in the trainer's log and exit status.
 #pragma once
 
-#include <cublas_api.h>
+// cublasStatus_t through cublasLt.h: before CUDA 12, cublas_api.h is an error unless a cuBLAS
+// header that defines CUBLASAPI includes it (scripts/compile-check-old-gpus.sh, CUDA 11.8).
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include "absl/status/status.h"
