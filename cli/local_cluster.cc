@@ -263,7 +263,7 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
     const std::string name = absl::StrCat("local-", i);
     as.argv = {o.agent_bin,          "--coordinator",        target,   "--trainer",    o.trainer,
                "--work-dir",         (dir / name).string(),  "--name", name,           "--address",
-               "127.0.0.1",          "--inventory-override", "none",   "--throughput", "off",
+               "127.0.0.1",          "--inventory-override", o.gpus,   "--throughput", "off",
                "--insecure-loopback"};
     if (o.metrics_port > 0) {
       as.argv.push_back("--metrics-listen");

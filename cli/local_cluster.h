@@ -29,6 +29,10 @@ struct LocalOptions {
   std::string agent_bin;        // ringmaster-agent
   bool keep_dir = false;
   int metrics_port = 0;  // BASE; 0: no /metrics
+  // Every agent's GPU inventory, in the agent's --inventory-override syntax (e.g.
+  // "1xNVIDIA H200:sm_90:141GiB"); "none": CPU nodes. Without a GPU the ranks placed on these
+  // run the CUDA engine under the emulator (a build with RINGMASTER_CUDA_EMU).
+  std::string gpus = "none";
 };
 
 // The argument of --metrics-listen for the coordinator (`agent` < 0) or agent `agent` when

@@ -5,6 +5,7 @@
 //   ringmaster --coordinator HOST:PORT logs JOB --rank N [--bytes B]   (the end of a rank's log)
 //   ringmaster local [JOB.yaml] --nodes N --procs-per-node M [--trainer PATH] [--keep]
 //       [--metrics-port BASE]   (/metrics: coordinator on BASE, agent i on BASE+1+i)
+//       [--gpus SPEC]           (each agent's GPU inventory, as agent --inventory-override)
 //       without JOB.yaml: the embedded demo job, its data generated under ./runs/demo
 //
 // --coordinator defaults to $RINGMASTER_COORDINATOR, else 127.0.0.1:7070.
@@ -49,6 +50,7 @@ constexpr char kUsage[] =
     "  ringmaster local [JOB.yaml] --nodes N --procs-per-node M [--trainer PATH]\n"
     "             [--coordinator-binary PATH] [--agent-binary PATH] [--keep]\n"
     "             [--metrics-port BASE]   (/metrics: coordinator BASE, agent i BASE+1+i)\n"
+    "             [--gpus 'NxNAME:sm_XY:MEMGiB']   (each agent's GPUs; default none)\n"
     "      without JOB.yaml: the embedded demo job (data generated under ./runs/demo)\n"
     "--coordinator defaults to $RINGMASTER_COORDINATOR, else 127.0.0.1:7070.\n"
     "global security flags (before the command):\n"
@@ -146,10 +148,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> pos;
   std::map<std::string, std::string> flags;
   std::vector<std::string> switches;
-  static const std::vector<std::string> kValued = {"--rank",         "--bytes",
-                                                   "--nodes",        "--procs-per-node",
-                                                   "--trainer",      "--coordinator-binary",
-                                                   "--agent-binary", "--metrics-port"};
+  static const std::vector<std::string> kValued = {
+      "--rank",           "--bytes",        "--nodes",
+      "--procs-per-node", "--trainer",      "--coordinator-binary",
+      "--agent-binary",   "--metrics-port", "--gpus"};
   static const std::vector<std::string> kSwitches = {"--follow", "--keep"};
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -208,6 +210,7 @@ int main(int argc, char** argv) {
     std::error_code ec;
     o.trainer = fs::absolute(o.trainer, ec).string();
     o.keep_dir = has("--keep");
+    if (flags.count("--gpus")) o.gpus = flags["--gpus"];
     if (flags.count("--metrics-port") &&
         (!absl::SimpleAtoi(flags["--metrics-port"], &o.metrics_port) || o.metrics_port < 0 ||
          o.metrics_port + o.nodes > 65535)) {

@@ -162,9 +162,11 @@ rt::CudaEngineFactory CudaEngineFactory() {
           return absl::Status(engine.status().code(),
                               absl::StrCat(job.source, ": ", engine.status().message()));
         }
-        ringmaster::LogInfo(absl::StrCat("train.device: cuda: the CUDA engine (",
-                                         rt::cuda::GemmPrecisionName(options.precision), ") on ",
-                                         rt::cuda::DeviceDescription()));
+        const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+        ringmaster::LogInfo(absl::StrCat(
+            "train.device: cuda: the CUDA engine (", rt::cuda::GemmPrecisionName(options.precision),
+            ") on ", rt::cuda::DeviceDescription(),
+            " (CUDA_VISIBLE_DEVICES=", visible != nullptr ? visible : "unset", ")"));
         return std::unique_ptr<rt::StepEngine>(*std::move(engine));
       };
 #else
