@@ -19,6 +19,7 @@
 
 #include "trainer/cuda/cuda_engine.h"
 #include "trainer/cuda/cuda_trainer_state.h"
+#include "trainer/cuda/gpu_test_batch.h"
 #include "trainer/cuda/gpu_test_util.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/train/train_loop.h"
@@ -38,33 +39,9 @@ BertConfig SmallConfig() {
   return c;  // dropout 0.1
 }
 
-struct MicroBatch {
-  int B = 4, S = 8;
-  std::vector<int32_t> ids;
-  std::vector<float> mask, labels;
-  BertInputs Inputs() const {
-    BertInputs in;
-    in.batch = B;
-    in.seq = S;
-    in.input_ids = ids.data();
-    in.attention_mask = mask.data();
-    in.labels = labels.data();
-    return in;
-  }
-};
-
-MicroBatch MakeMicroBatch(const BertConfig& c, uint32_t seed) {
-  MicroBatch m;
-  std::mt19937 rng(seed);
-  for (int b = 0; b < m.B; ++b) {
-    const int len = m.S - static_cast<int>(rng() % 4);
-    for (int s = 0; s < m.S; ++s) {
-      m.ids.push_back(s < len ? 1 + static_cast<int32_t>(rng() % (c.vocab_size - 1)) : 0);
-      m.mask.push_back(s < len ? 1.0f : 0.0f);
-    }
-    m.labels.push_back(static_cast<float>(rng() % 2));
-  }
-  return m;
+// This file's micro-batches: 4 rows of 8 tokens.
+TestMicroBatch MakeMicroBatch(const BertConfig& c, uint32_t seed) {
+  return MakeTestMicroBatch(c, seed, 4);
 }
 
 struct TrainRun {
@@ -90,7 +67,7 @@ TrainRun Train(GemmPrecision precision) {
     EXPECT_TRUE((*state)->BeginStep().ok());
     double loss = 0;
     for (int m = 0; m < 2; ++m) {
-      const MicroBatch mb = MakeMicroBatch(config, 100 * step + m);
+      const TestMicroBatch mb = MakeMicroBatch(config, 100 * step + m);
       absl::StatusOr<float> l = (*state)->ForwardBackward(mb.Inputs(), 0.5f, 7 + 2 * step + m);
       EXPECT_TRUE(l.ok()) << l.status();
       loss += 0.5 * l.value_or(NAN);
@@ -178,7 +155,7 @@ TEST(CudaMixedPrecision, Fp16PoisonedStepIsSkippedCountedAndTrainingContinues) {
   ASSERT_NE(s.loss_scaler(), nullptr);
   auto step = [&](int i) {
     EXPECT_TRUE(s.BeginStep().ok());
-    const MicroBatch mb = MakeMicroBatch(config, 300 + i);
+    const TestMicroBatch mb = MakeMicroBatch(config, 300 + i);
     EXPECT_TRUE(s.ForwardBackward(mb.Inputs(), 1.0f, 50 + i).ok());
     absl::StatusOr<StepOutcome> r = s.FinishStep(2e-3, 1.0);
     EXPECT_TRUE(r.ok()) << r.status();
@@ -228,7 +205,7 @@ TEST(CudaMixedPrecision, Fp16UnscalesBeforeClippingAndAdamW) {
     auto s = CudaTrainerState::Create(config, layout, params, options);
     ASSERT_TRUE(s.ok());
     ASSERT_TRUE((*s)->BeginStep().ok());
-    const MicroBatch mb = MakeMicroBatch(config, 9);
+    const TestMicroBatch mb = MakeMicroBatch(config, 9);
     ASSERT_TRUE((*s)->ForwardBackward(mb.Inputs(), 1.0f, 3).ok());
     absl::StatusOr<StepOutcome> r = (*s)->FinishStep(2e-3, 0.0);
     ASSERT_TRUE(r.ok());

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trainer/cuda/cuda_trainer_state.h"
+#include "trainer/cuda/gpu_test_batch.h"
 #include "trainer/cuda/gpu_test_util.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
@@ -35,33 +36,9 @@ BertConfig SmallConfig() {
   return c;  // dropout 0.1 (the HF default)
 }
 
-struct MicroBatch {
-  int B = 2, S = 8;
-  std::vector<int32_t> ids;
-  std::vector<float> mask, labels;
-  BertInputs Inputs() const {
-    BertInputs in;
-    in.batch = B;
-    in.seq = S;
-    in.input_ids = ids.data();
-    in.attention_mask = mask.data();
-    in.labels = labels.data();
-    return in;
-  }
-};
-
-MicroBatch MakeMicroBatch(const BertConfig& c, uint32_t seed) {
-  MicroBatch m;
-  std::mt19937 rng(seed);
-  for (int b = 0; b < m.B; ++b) {
-    const int len = m.S - static_cast<int>(rng() % 4);
-    for (int s = 0; s < m.S; ++s) {
-      m.ids.push_back(s < len ? 1 + static_cast<int32_t>(rng() % (c.vocab_size - 1)) : 0);
-      m.mask.push_back(s < len ? 1.0f : 0.0f);
-    }
-    m.labels.push_back(static_cast<float>(rng() % 2));
-  }
-  return m;
+// This file's micro-batches: 2 rows of 8 tokens.
+TestMicroBatch MakeMicroBatch(const BertConfig& c, uint32_t seed) {
+  return MakeTestMicroBatch(c, seed, 2);
 }
 
 // Weights after `steps` AdamW steps against the CPU's. Every weight is within 1e-5 of its
@@ -115,7 +92,7 @@ TEST(CudaTrainerState, ThreeAdamWStepsMatchCpuEngine) {
     std::fill(cpu_grads.begin(), cpu_grads.end(), 0.0f);
     ASSERT_TRUE((*gpu)->BeginStep().ok());
     for (int m = 0; m < 2; ++m) {
-      const MicroBatch mb = MakeMicroBatch(config, 100 * step + m);
+      const TestMicroBatch mb = MakeMicroBatch(config, 100 * step + m);
       const uint64_t seed = 1000 + 10 * step + m;
       const float cpu_loss = cpu.Forward(cpu_params.data(), mb.Inputs(), true, seed);
       cpu.Backward(cpu_params.data(), cpu_grads.data(), weights[m]);
@@ -162,7 +139,7 @@ TEST(CudaTrainerState, NonFiniteGradientsAreReportedNotApplied) {
   auto gpu = CudaTrainerState::Create(config, layout, params, CudaTrainerOptions{});
   ASSERT_TRUE(gpu.ok());
   ASSERT_TRUE((*gpu)->BeginStep().ok());
-  const MicroBatch mb = MakeMicroBatch(config, 1);
+  const TestMicroBatch mb = MakeMicroBatch(config, 1);
   ASSERT_TRUE((*gpu)->ForwardBackward(mb.Inputs(), 1.0f, 1).ok());
   absl::StatusOr<StepOutcome> norm = (*gpu)->FinishStep(1e-3, 1.0);
   ASSERT_TRUE(norm.ok());
