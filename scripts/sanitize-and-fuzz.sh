@@ -45,8 +45,23 @@ test_filter=(-L unit -LE 'integration|slow|serial|gpu')
 # one schedule (the plain build runs all three, and its racecheck build); its binary is named
 # without the schedule.
 emu_filter=(-L emulated -LE slow -E '^kernels_gpu_test_(reverse|random|racecheck)$')
-mapfile -t unit_tests < <({ ctest --test-dir "$BUILD" -N "${test_filter[@]}"; ctest --test-dir "$BUILD" -N "${emu_filter[@]}"; } |
-  sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p' | sed -E 's/^kernels_gpu_test_forward$/kernels_gpu_test/')
+# The targets to build: each selected test's executable, the test's name or, for a test that
+# runs a binary under another name (kernels_gpu_test_forward under a schedule, a test under
+# another emulated compute capability: <binary>_<variant>), the longest prefix that is a target.
+test_binaries() {
+  ctest --test-dir "$BUILD" -N "$@" | sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p' |
+    python3 -c '
+import subprocess, sys
+out = subprocess.run(["ninja", "-C", sys.argv[1], "-t", "targets", "all"], check=True,
+                     capture_output=True, text=True).stdout
+targets = {line.split(":")[0] for line in out.splitlines()}
+for name in sys.stdin.read().split():
+    t = name
+    while t not in targets and "_" in t:
+        t = t.rsplit("_", 1)[0]
+    print(t if t in targets else name)' "$BUILD"
+}
+mapfile -t unit_tests < <({ test_binaries "${test_filter[@]}"; test_binaries "${emu_filter[@]}"; } | sort -u)
 mapfile -t fuzzers < <(ctest --test-dir "$BUILD" -N -L fuzz | sed -nE 's/^ *Test +#[0-9]+: (.*)_corpus$/\1/p')
 if [[ -n ${RINGMASTER_FUZZ_ONLY:-} ]]; then
   IFS=, read -ra fuzzers <<<"$RINGMASTER_FUZZ_ONLY"
