@@ -37,6 +37,7 @@ constexpr size_t kMaxErrors = 20;
 // Where each key path's value was written, so that range checks after parsing can still point
 // at a line. Sections are recorded too ("train"), for "required" errors.
 using Marks = std::map<std::string, YAML::Mark, std::less<>>;
+using KeySet = std::set<std::string, std::less<>>;
 
 bool ValidMark(const YAML::Mark& m) { return m.line >= 0 && m.column >= 0; }
 
@@ -205,9 +206,11 @@ std::optional<bool> ToBool(const Value& v) {
 // would silently pick one of).
 class MapReader {
  public:
+  // `asked` (may be null) collects the path of every key the parser looks up, written or not:
+  // the parser's own list of the keys it knows (JobSpecKnownKeys).
   MapReader(const YAML::Node& node, std::string path, const YAML::Mark& mark, Errors& errors,
-            Marks& marks)
-      : path_(std::move(path)), errors_(errors), marks_(marks) {
+            Marks& marks, KeySet* asked = nullptr)
+      : path_(std::move(path)), errors_(errors), marks_(marks), asked_(asked) {
     // A section written with nothing under it (every line commented out) reads as empty.
     if (node.IsNull()) return;
     if (!node.IsMap()) {
@@ -240,9 +243,11 @@ class MapReader {
   }
 
   const std::string& path() const { return path_; }
+  KeySet* asked() const { return asked_; }
 
   // The value under `key`, marking it known; nullptr when absent.
   const YAML::Node* Take(absl::string_view key, const YAML::Mark** mark = nullptr) {
+    if (asked_ != nullptr) asked_->insert(JoinPath(path_, key));
     auto it = index_.find(key);
     if (it == index_.end()) return nullptr;
     Entry& e = entries_[it->second];
@@ -287,6 +292,7 @@ class MapReader {
   std::string path_;
   Errors& errors_;
   Marks& marks_;
+  KeySet* asked_;
   std::vector<Entry> entries_;
   std::map<std::string, size_t, std::less<>> index_;
 };
@@ -298,12 +304,12 @@ MapReader Section(MapReader& parent, absl::string_view key, Errors& errors, Mark
   const YAML::Node* node = parent.Take(key, &mark);
   static const YAML::Mark kNoMark = YAML::Mark::null_mark();
   return MapReader(node != nullptr ? *node : kAbsent, JoinPath(parent.path(), key),
-                   node != nullptr ? *mark : kNoMark, errors, marks);
+                   node != nullptr ? *mark : kNoMark, errors, marks, parent.asked());
 }
 
 void ParseModelConfig(const YAML::Node& node, const YAML::Mark& mark, ModelSpec& model,
-                      Errors& errors, Marks& marks) {
-  MapReader m(node, "model.config", mark, errors, marks);
+                      Errors& errors, Marks& marks, KeySet* asked) {
+  MapReader m(node, "model.config", mark, errors, marks, asked);
   BertConfig& c = model.config;
   // Not written = taken from the vocab file by the caller; see ModelSpec::config.
   c.vocab_size = 0;
@@ -340,7 +346,7 @@ void ParseModel(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
   const YAML::Mark* config_mark = nullptr;
   if (const YAML::Node* config = m.Take("config", &config_mark)) {
     model.has_config = true;
-    ParseModelConfig(*config, *config_mark, model, errors, marks);
+    ParseModelConfig(*config, *config_mark, model, errors, marks, m.asked());
   }
   m.Get("vocab", &model.vocab, ToString);
   m.Get("do_lower_case", &model.do_lower_case, ToBool);
@@ -741,10 +747,9 @@ std::string Resolve(const std::string& path, const std::string& base_dir) {
   return (std::filesystem::path(base_dir) / p).lexically_normal().string();
 }
 
-}  // namespace
-
-absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, std::string_view source,
-                                     std::string_view base_dir) {
+// ParseJobSpec; `asked` (may be null) collects every key path the parser looks up.
+absl::StatusOr<JobSpec> ParseJobSpecImpl(std::string_view yaml_text, std::string_view source,
+                                         std::string_view base_dir, KeySet* asked) {
   JobSpec spec;
   spec.source = std::string(source);
   Errors errors(spec.source);
@@ -774,7 +779,7 @@ absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, std::string_vie
 
   Marks marks;
   UnknownSettings unknown_settings{Errors(spec.source), {}};
-  MapReader root(doc, "", doc.Mark(), errors, marks);
+  MapReader root(doc, "", doc.Mark(), errors, marks, asked);
   root.Get("name", &spec.name, ToString);
   ParseModel(root, spec, errors, marks);
   ParseData(root, spec, errors, marks);
@@ -798,6 +803,22 @@ absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, std::string_vie
   Validate(spec, &marks, &unknown_settings.paths, errors);
   RM_RETURN_IF_ERROR(errors.ToStatus());
   return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, std::string_view source,
+                                     std::string_view base_dir) {
+  return ParseJobSpecImpl(yaml_text, source, base_dir, nullptr);
+}
+
+std::vector<std::string> JobSpecKnownKeys() {
+  KeySet asked;
+  // Every key is looked up whether written or not, except model.config's, which are read only
+  // when model.config is written: an empty one is enough. The spec itself is incomplete (its
+  // errors are not the point).
+  (void)ParseJobSpecImpl("model:\n  config: {}\n", "known keys", "", &asked);
+  return {asked.begin(), asked.end()};
 }
 
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -113,6 +114,11 @@ absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, std::string_vie
 
 // Reads and parses `path`; relative paths in it are resolved against its (absolute) directory.
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
+
+// Every key path the parser accepts, sorted: sections ("train", "model.config") and the keys in
+// them ("train.lr", "model.config.hidden_size"). Taken from the parser's own lookups, so it
+// cannot fall behind it (docs/job-reference.md is checked against it).
+std::vector<std::string> JobSpecKnownKeys();
 
 // Cross-field and range checks, for specs built or edited in code. Errors name spec.source.
 absl::Status ValidateJobSpec(const JobSpec& spec);
