@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# ctest-labels: unit
+# The metric names in the docs against the code, statically (no process started): every
+# ringmaster_* metric docs/metrics.md names is a family the code registers, every family the
+# code registers is in docs/metrics.md, and tests/lib/metric_catalogue.prom (what the dashboard
+# and alert rules are checked against) lists exactly the registered families. The registered
+# families are the quoted "ringmaster_…" names in the non-test sources of agent/, coordinator/
+# and common/ (the three places /metrics pages are built), less the label ringmaster_job.
+# tests/metrics_prometheus_cluster.sh checks the live pages against the dashboard.
+set -euo pipefail
+src=${RINGMASTER_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+doc=$src/docs/metrics.md
+catalogue=$src/tests/lib/metric_catalogue.prom
+labels='^ringmaster_job$'  # a label name shaped like a metric name
+
+code=$(grep -rhoE --include='*.cc' --include='*.h' --exclude='*_test.cc' \
+  '"ringmaster_[a-z0-9_]+"' "$src/agent" "$src/coordinator" "$src/common" |
+  tr -d '"' | grep -vE "$labels" | sort -u)
+documented=$(grep -oE 'ringmaster_[a-z0-9_]*[a-z0-9]' "$doc" | grep -vE "$labels" | sort -u)
+listed=$(grep -oE '^# TYPE ringmaster_[a-z0-9_]+' "$catalogue" | awk '{print $3}' | sort -u)
+
+n_code=$(wc -l <<<"$code")
+n_doc=$(wc -l <<<"$documented")
+# A grep that found nothing would pass every check below: demand the catalogue's size.
+if ((n_code < 40 || n_doc < 40)); then
+  echo "FAIL: found only $n_code families in the code and $n_doc names in $doc"
+  exit 1
+fi
+
+registered() { grep -qxF "$1" <<<"$code"; }
+fail=0
+while read -r name; do
+  registered "$name" && continue
+  # A histogram's series: x_bucket, x_sum, x_count of a registered x.
+  base=$(sed -E 's/_(bucket|sum|count)$//' <<<"$name")
+  [[ $base != "$name" ]] && registered "$base" && continue
+  echo "FAIL: docs/metrics.md names $name, which no /metrics page registers" \
+    "(grep agent/ coordinator/ common/)"
+  fail=1
+done <<<"$documented"
+while read -r name; do
+  grep -qxF "$name" <<<"$documented" ||
+    { echo "FAIL: $name is registered in the code but not in docs/metrics.md"; fail=1; }
+done <<<"$code"
+if ! diff <(echo "$code") <(echo "$listed") >/dev/null; then
+  echo "FAIL: tests/lib/metric_catalogue.prom differs from the registered families" \
+    "(< code only, > catalogue only):"
+  diff <(echo "$code") <(echo "$listed") | grep '^[<>]' || true
+  fail=1
+fi
+((fail == 0)) && echo "ok: $n_code families registered, all in docs/metrics.md and the catalogue; $n_doc names in the doc, all registered"
+exit $fail
