@@ -101,26 +101,27 @@ absl::StatusOr<int> FreeLoopbackPort() {
   return static_cast<int>(ntohs(a.sin_port));
 }
 
-namespace {
-
-// "dev accuracy 0.9460 (eval loss 0.1602)" from the last eval line of a metrics.jsonl; empty
-// when there is none.
 std::string LastEvalSummary(const std::string& metrics_path) {
   absl::StatusOr<std::string> text = ReadFile(metrics_path, size_t{256} << 20);
   if (!text.ok()) return "";
   std::string summary;
   for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
     nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
-    if (!j.is_object() || !j.contains("eval_loss")) continue;
-    summary = j.contains("eval_accuracy") && j["eval_accuracy"].is_number()
-                  ? absl::StrFormat("dev accuracy %.4f (eval loss %.4f)",
-                                    j["eval_accuracy"].get<double>(), j["eval_loss"].get<double>())
-                  : absl::StrFormat("eval loss %.4f", j["eval_loss"].get<double>());
+    if (!j.is_object() || !j.contains("eval_loss") || !j["eval_loss"].is_number()) continue;
+    const std::string step = j.contains("step") && j["step"].is_number_integer()
+                                 ? absl::StrCat("step ", j["step"].get<int64_t>())
+                                 : "";
+    const double loss = j["eval_loss"].get<double>();
+    if (j.contains("eval_accuracy") && j["eval_accuracy"].is_number()) {
+      summary =
+          absl::StrFormat("dev accuracy %.4f (eval loss %.4f%s)", j["eval_accuracy"].get<double>(),
+                          loss, step.empty() ? "" : ", " + step);
+    } else {
+      summary = absl::StrFormat("eval loss %.4f%s", loss, step.empty() ? "" : " (" + step + ")");
+    }
   }
   return summary;
 }
-
-}  // namespace
 
 std::string LocalMetricsAddress(int base, int agent) {
   return absl::StrCat("127.0.0.1:", base + (agent < 0 ? 0 : 1 + agent));

@@ -39,6 +39,11 @@ struct LocalOptions {
 // metrics start at port `base`.
 std::string LocalMetricsAddress(int base, int agent);
 
+// "dev accuracy 0.9460 (eval loss 0.1602, step 2000)" from the last evaluation line of a
+// metrics.jsonl, which the trainer writes for the final (exported) weights; "eval loss …" for a
+// regression; empty when there is none (or no file).
+std::string LastEvalSummary(const std::string& metrics_path);
+
 // The job's YAML with distributed.nodes = `nodes` and distributed.procs_per_node =
 // `procs_per_node` (other keys unchanged; comments are not kept).
 absl::StatusOr<std::string> OverrideDistributed(std::string_view yaml, int nodes,

@@ -1,9 +1,12 @@
 #include "cli/local_cluster.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <string>
 
+#include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_spec.h"
@@ -27,6 +30,28 @@ TEST(LocalCluster, OverridesNodesAndProcsPerNodeOnly) {
   EXPECT_EQ(YAML::Load(*added)["distributed"]["nodes"].as<int>(), 1);
   EXPECT_FALSE(OverrideDistributed("- a\n- b\n", 1, 1).ok());
   EXPECT_FALSE(OverrideDistributed("distributed: 3\n", 1, 1).ok());
+}
+
+// The summary `ringmaster local` prints is the last evaluation line's, with its step.
+TEST(LocalCluster, SummarisesTheLastEvaluationWithItsStep) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("local_cluster_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "metrics.jsonl").string();
+  EXPECT_EQ(LastEvalSummary(path), "");  // no file
+  ASSERT_TRUE(
+      WriteFileAtomic(path,
+                      "{\"step\":1,\"epoch\":1,\"loss\":0.7}\n"
+                      "{\"step\":2,\"epoch\":1,\"eval_loss\":0.5,\"eval_accuracy\":0.57}\n"
+                      "{\"step\":3,\"epoch\":2,\"loss\":0.4}\n"
+                      "{\"step\":3,\"epoch\":2,\"eval_loss\":0.25,\"eval_accuracy\":0.575}\n")
+          .ok());
+  EXPECT_EQ(LastEvalSummary(path), "dev accuracy 0.5750 (eval loss 0.2500, step 3)");
+  ASSERT_TRUE(WriteFileAtomic(path, "{\"step\":9,\"eval_loss\":1.5}\n").ok());  // regression
+  EXPECT_EQ(LastEvalSummary(path), "eval loss 1.5000 (step 9)");
+  ASSERT_TRUE(WriteFileAtomic(path, "{\"step\":1,\"loss\":0.7}\n").ok());
+  EXPECT_EQ(LastEvalSummary(path), "");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(LocalCluster, MetricsAddressesFollowTheBasePort) {

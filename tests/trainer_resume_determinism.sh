@@ -2,7 +2,10 @@
 # ctest-labels: integration
 # Same seed → identical losses; a run resumed from a checkpoint continues with the identical
 # loss sequence (its metrics after the checkpoint equal the uninterrupted run's); SIGTERM
-# checkpoints and exits 143, and running again finishes the job with the same losses.
+# checkpoints and exits 143, and running again finishes the job with the same losses. Its 12
+# steps end mid-epoch (25 steps an epoch): the final weights are evaluated, metrics.jsonl's last
+# evaluation line is of step 12, the printed dev accuracy says so, and `predict` with the
+# exported model scores the same accuracy on the dev set.
 set -euo pipefail
 T=${TRAINER:?}
 work=$(mktemp -d)
@@ -25,10 +28,36 @@ YAML
 }
 losses() { grep -o '"loss":[^,}]*' "$1/metrics.jsonl"; }
 
-"$T" train --config "$(write_job "$work/a" 12)" >/dev/null 2>&1
+"$T" train --config "$(write_job "$work/a" 12)" >"$work/a.out" 2>&1
 "$T" train --config "$(write_job "$work/b" 12)" >/dev/null 2>&1
 [[ $(losses "$work/a" | wc -l) -eq 12 ]] || { echo "expected 12 steps in run a"; exit 1; }
 diff <(losses "$work/a") <(losses "$work/b") || { echo "same seed gave different losses"; exit 1; }
+
+# The final figures are the exported model's, at step 12.
+last_eval=$(grep '"eval_accuracy"' "$work/a/metrics.jsonl" | tail -n 1 || true)
+[[ $(grep -c '"eval_accuracy"' "$work/a/metrics.jsonl") -eq 1 ]] ||
+  { echo "expected one evaluation line (the final weights'), got:"; cat "$work/a/metrics.jsonl"; exit 1; }
+grep -q '"step":12[,}]' <<<"$last_eval" || { echo "last evaluation not of step 12: $last_eval"; exit 1; }
+acc_jsonl=$(grep -o '"eval_accuracy":[^,}]*' <<<"$last_eval" | cut -d: -f2)
+loss_jsonl=$(grep -o '"eval_loss":[^,}]*' <<<"$last_eval" | cut -d: -f2)
+printed=$(grep '^dev accuracy' "$work/a.out") || { echo "no dev accuracy printed"; cat "$work/a.out"; exit 1; }
+grep -q 'step 12, the exported model' <<<"$printed" || { echo "printed figure names no step: $printed"; exit 1; }
+acc_printed=$(sed -n 's/^dev accuracy \([0-9.]*\),.*/\1/p' <<<"$printed")
+# `predict` on final/: its accuracy, and its mean cross-entropy from the logits it prints (the
+# accuracy alone could agree by chance; the loss pins the weights).
+"$T" predict --model "$work/a/final" --input "$work/data/dev.tsv" --max-len 48 >"$work/a.pred"
+read -r acc_predict loss_predict < <(paste <(tail -n +2 "$work/data/dev.tsv" | cut -f2) "$work/a.pred" |
+  awk -F'\t' '{ n++; ok += ($1 == $2); m = $3; for (i = 4; i <= NF; i++) if ($i > m) m = $i
+                 s = 0; for (i = 3; i <= NF; i++) s += exp($i - m); loss += m + log(s) - $($1 + 3) }
+               END { if (n != 100) exit 1; printf "%.6f %.7f\n", ok / n, loss / n }') ||
+  { echo "predict did not give 100 rows"; exit 1; }
+awk -v j="$acc_jsonl" -v p="$acc_predict" -v s="$acc_printed" -v lj="$loss_jsonl" -v lp="$loss_predict" \
+  'function abs(x) { return x < 0 ? -x : x }
+   BEGIN { exit !(abs(j - p) < 1e-9 && abs(s - j) < 1e-4 && abs(lj - lp) < 1e-5) }' ||
+  { echo "final figures: metrics.jsonl accuracy $acc_jsonl loss $loss_jsonl, printed $acc_printed," \
+      "predict on final/ accuracy $acc_predict loss $loss_predict"; exit 1; }
+echo "final weights (step 12): dev accuracy $acc_jsonl, loss $loss_jsonl in metrics.jsonl;" \
+  "printed $acc_printed; predict on final/ $acc_predict, loss $loss_predict"
 
 # Resume: keep only the step-4 checkpoint of a copy, run again, compare steps 5..12.
 cp -r "$work/a" "$work/c"

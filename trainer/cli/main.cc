@@ -296,8 +296,10 @@ absl::Status Train(const Args& a) {
   if (r.interrupted) return absl::AbortedError("interrupted; run again to resume");
   if (env.rank != 0) return absl::OkStatus();
   if (r.eval.examples > 0) {
-    std::printf("dev accuracy %.4f, dev loss %.4f (%lld rows)\n", r.eval.accuracy, r.eval.loss,
-                static_cast<long long>(r.eval.examples));
+    // The figure of the exported weights, said so: the step it was measured at is the last.
+    std::printf("dev accuracy %.4f, dev loss %.4f (%lld rows; step %lld, the exported model)\n",
+                r.eval.accuracy, r.eval.loss, static_cast<long long>(r.eval.examples),
+                static_cast<long long>(r.eval_step));
   }
   std::printf("model exported to %s\n", r.export_dir.c_str());
   return absl::OkStatus();

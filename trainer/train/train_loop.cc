@@ -158,6 +158,7 @@ absl::Status TrainLoop::RestoreLatest() {
         if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
             j["step"].get<int64_t>() <= step_) {
           kept += line + "\n";
+          if (j.contains("eval_loss")) restored_eval_step_ = j["step"].get<int64_t>();
         }
       }
       RM_RETURN_IF_ERROR(WriteFileAtomic(path, kept));
@@ -372,10 +373,11 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         if (cursor_ >= plan_size) {
           if (!data_.eval.empty()) {
             RM_ASSIGN_OR_RETURN(result.eval, EvaluateAll());
+            result.eval_step = step_;
             metrics_->OnEval(result.eval.loss, result.eval.accuracy);
-            progress.Message(absl::StrFormat("epoch %d: eval loss %.4f accuracy %.4f (%d rows)",
-                                             epoch_ + 1, result.eval.loss, result.eval.accuracy,
-                                             result.eval.examples));
+            progress.Message(absl::StrFormat(
+                "epoch %d (step %d): eval loss %.4f accuracy %.4f (%d rows)", epoch_ + 1, step_,
+                result.eval.loss, result.eval.accuracy, result.eval.examples));
             RM_RETURN_IF_ERROR(AppendMetrics({{"step", step_},
                                               {"epoch", epoch_ + 1},
                                               {"eval_loss", result.eval.loss},
@@ -405,12 +407,22 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
   }
   progress.Finish();
   const double train_seconds = SecondsSince(t0);
-  // Evaluate when the run ended mid-epoch (max_steps) so the result always has a figure.
-  if (!data_.eval.empty() && result.eval.examples == 0) {
+  // The figures reported are those of the weights exported: when the last step was not an
+  // epoch end (max_steps) the last epoch's evaluation is of older weights, so evaluate these.
+  if (!data_.eval.empty() && (result.eval.examples == 0 || result.eval_step != step_)) {
     RM_ASSIGN_OR_RETURN(result.eval, EvaluateAll());
+    result.eval_step = step_;
+    metrics_->OnEval(result.eval.loss, result.eval.accuracy);
     if (leader()) {
-      LogInfo(absl::StrFormat("eval loss %.4f accuracy %.4f (%d rows)", result.eval.loss,
-                              result.eval.accuracy, result.eval.examples));
+      LogInfo(absl::StrFormat("final weights (step %d): eval loss %.4f accuracy %.4f (%d rows)",
+                              step_, result.eval.loss, result.eval.accuracy, result.eval.examples));
+    }
+    // The epoch it belongs to: the one in progress, or the last one finished.
+    if (restored_eval_step_ != step_) {
+      RM_RETURN_IF_ERROR(AppendMetrics({{"step", step_},
+                                        {"epoch", cursor_ > 0 ? epoch_ + 1 : epoch_},
+                                        {"eval_loss", result.eval.loss},
+                                        {"eval_accuracy", result.eval.accuracy}}));
     }
   }
   if (!saved_at_step) RM_RETURN_IF_ERROR(Checkpoint());

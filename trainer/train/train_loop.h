@@ -45,7 +45,11 @@ inline constexpr int kExitDiverged = 4;
 
 struct TrainResult {
   int64_t steps = 0;
-  EvalResult eval;  // after the last epoch (examples == 0 without eval data)
+  // Of the final weights, the ones exported: the last epoch's evaluation when training ended at
+  // an epoch end, else one run after the last step. examples == 0 without eval data; when
+  // interrupted, the last evaluation before the stop, if any.
+  EvalResult eval;
+  int64_t eval_step = 0;  // the step `eval` was taken at (== steps when not interrupted)
   std::string export_dir;
   bool interrupted = false;  // stopped by a signal after checkpointing
 };
@@ -129,6 +133,9 @@ class TrainLoop {
   std::atomic<int64_t> encoded_train_rows_{0};  // rows this rank tokenised (tests, logs)
   std::unique_ptr<TrainerMetrics> null_metrics_ = MakeNullMetrics();
   TrainerMetrics* metrics_ = null_metrics_.get();
+  // The step of the last evaluation line metrics.jsonl kept on resume (-1: none), so that a
+  // finished run started again does not append its final evaluation twice.
+  int64_t restored_eval_step_ = -1;
   // Position.
   int64_t step_ = 0;
   int64_t skipped_steps_ = 0;  // fp16 steps whose update was skipped (this run)

@@ -1,6 +1,6 @@
 // TrainLoop against FakeEngine (no model): the plan's micro-batches and their weights, empty
-// micro-batches, evaluation at epoch ends, export at the end, resume after a stop request
-// continuing with the batches of an uninterrupted run, and divergence.
+// micro-batches, evaluation at epoch ends and of the final weights, export at the end, resume after
+// a stop request continuing with the batches of an uninterrupted run, and divergence.
 #include "trainer/train/train_loop.h"
 
 #include <gmock/gmock.h>
@@ -207,6 +207,80 @@ TEST_F(TrainLoopTest, EvaluatesAtEveryEpochEndAndExportsAtTheEnd) {
   EXPECT_EQ(r->export_dir, job.output.dir + "/final");
   EXPECT_EQ(exported_w_, fake->w());
   EXPECT_TRUE(fs::exists(job.output.dir + "/ranks/rank-0.json"));
+}
+
+// max_steps ending mid-epoch: the last epoch's evaluation is of older weights, so the final
+// weights (the exported ones) are evaluated after the last step; that figure is the result,
+// the metrics' last evaluation and a metrics.jsonl line with its step. Run again, the finished
+// run reports the same figure without appending the line twice.
+TEST_F(TrainLoopTest, EvaluatesTheFinalWeightsWhenTheLastStepIsNotAnEpochEnd) {
+  JobSpec job = Job("out", 20);  // 2 steps an epoch
+  job.train.epochs = 2;
+  job.train.max_steps = 3;
+  auto engine = std::make_unique<FakeEngine>();
+  FakeEngine* fake = engine.get();
+  auto loop = Loop(job, std::move(engine), /*eval_rows=*/6);
+  std::unique_ptr<RankStatus> status = RankStatus::CreateAnonymous();
+  loop->set_metrics(status.get());
+  absl::StatusOr<TrainResult> r = loop->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 3);
+  // Epoch 1's evaluation after step 2, the final weights' after step 3 (two forwards each).
+  EXPECT_THAT(fake->eval_steps, ElementsAre(2, 2, 3, 3));
+  EXPECT_EQ(r->eval_step, 3);
+  EXPECT_EQ(r->eval.examples, 6);
+  int correct = 0;  // of the exported weights; see EvaluatesAtEveryEpochEndAndExportsAtTheEnd
+  for (int i = 0; i < 6; ++i) {
+    const bool pred1 = exported_w_ - FakeEngine::Target(i) > 0;
+    correct += (pred1 ? 1 : 0) == i % 2 ? 1 : 0;
+  }
+  EXPECT_DOUBLE_EQ(r->eval.accuracy, correct / 6.0);
+  const RankFigures f = status->Snapshot();
+  EXPECT_TRUE(f.has_eval);
+  EXPECT_DOUBLE_EQ(f.eval_accuracy, r->eval.accuracy);
+  EXPECT_DOUBLE_EQ(f.eval_loss, r->eval.loss);
+  auto eval_lines = [&] {
+    std::vector<nlohmann::json> out;
+    for (const std::string& l : Lines(job.output.dir + "/metrics.jsonl")) {
+      nlohmann::json j = nlohmann::json::parse(l);
+      if (j.contains("eval_loss")) out.push_back(j);
+    }
+    return out;
+  };
+  std::vector<nlohmann::json> evals = eval_lines();
+  ASSERT_EQ(evals.size(), 2u);
+  EXPECT_EQ(evals[0]["step"], 2);
+  EXPECT_EQ(evals[0]["epoch"], 1);
+  EXPECT_EQ(evals[1]["step"], 3);
+  EXPECT_EQ(evals[1]["epoch"], 2);  // in progress
+  EXPECT_DOUBLE_EQ(evals[1]["eval_accuracy"].get<double>(), r->eval.accuracy);
+  EXPECT_DOUBLE_EQ(evals[1]["eval_loss"].get<double>(), r->eval.loss);
+
+  // Started again: resumes at step 3, trains nothing, reports the same final figure.
+  auto again_engine = std::make_unique<FakeEngine>();
+  FakeEngine* again = again_engine.get();
+  std::unique_ptr<TrainLoop> again_loop = Loop(job, std::move(again_engine), 6);  // owns `again`
+  absl::StatusOr<TrainResult> r2 = again_loop->Run();
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_EQ(again->calls.front(), "load@3");
+  EXPECT_TRUE(again->micro_batches.empty());
+  EXPECT_EQ(r2->eval_step, 3);
+  EXPECT_DOUBLE_EQ(r2->eval.accuracy, r->eval.accuracy);
+  EXPECT_EQ(eval_lines().size(), 2u);
+}
+
+// Ending at an epoch end, that epoch's evaluation is already of the final weights: no second.
+TEST_F(TrainLoopTest, DoesNotEvaluateTwiceWhenTheLastStepIsAnEpochEnd) {
+  JobSpec job = Job("out", 20);
+  job.train.epochs = 3;
+  job.train.max_steps = 4;  // the end of epoch 2
+  auto engine = std::make_unique<FakeEngine>();
+  FakeEngine* fake = engine.get();
+  std::unique_ptr<TrainLoop> loop = Loop(job, std::move(engine), /*eval_rows=*/6);
+  absl::StatusOr<TrainResult> r = loop->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(fake->eval_steps, ElementsAre(2, 2, 4, 4));
+  EXPECT_EQ(r->eval_step, 4);
 }
 
 // An engine on a GPU reports its device figures: the loop passes them to the metrics after every
