@@ -61,9 +61,10 @@ void Record(Ctx& c, Row row, const Launch& launch) {
   c.rows.push_back(std::move(row));
 }
 
-std::string Dims(const char* fmt_names, std::initializer_list<int64_t> v) {
-  std::string s = fmt_names;
-  for (int64_t x : v) s += absl::StrFormat("%s%d", s.back() == '(' ? "" : ",", x);
+// "(a,b,...)" for the shape column.
+std::string Dims(std::initializer_list<int64_t> v) {
+  std::string s;
+  for (int64_t x : v) s += absl::StrFormat("%s%d", s.empty() ? "(" : ",", x);
   return s + ")";
 }
 
@@ -74,7 +75,7 @@ void BenchGelu(Ctx& c) {
   cpu::GeluForward(x.data(), y.data(), n);
   cpu::GeluBackward(dy.data(), x.data(), dx.data(), n);
   Dev<float> dx_in(x), ddy(dy), dy_out(n), ddx(n);
-  const std::string shape = Dims("(", {static_cast<int64_t>(c.N()), c.I});
+  const std::string shape = Dims({static_cast<int64_t>(c.N()), c.I});
   Row f("gelu_fwd", shape, "bw");
   f.bytes = 8.0 * n;
   BENCH_CHECK(GeluForward(dx_in.p(), dy_out.p(), n, c.stream));
@@ -102,7 +103,7 @@ void BenchLayerNorm(Ctx& c) {
   Dev<float> dxin(x), dgamma(gamma), dbeta(beta), dyout(nh), dmean(N), drstd(N), ddy(dy), ddx(nh),
       ddg(std::vector<float>(H, 0.0f)), ddb(std::vector<float>(H, 0.0f)),
       scratch(LayerNormBackwardScratchFloats(N, H));
-  const std::string shape = Dims("(", {N, H});
+  const std::string shape = Dims({N, H});
   Row f("layernorm_fwd", shape, "bw");
   f.bytes = 4.0 * (2.0 * nh + 2.0 * H + 2.0 * N);
   auto fwd = [&](cudaStream_t s) {
@@ -146,7 +147,7 @@ void BenchSoftmax(Ctx& c) {
     cpu::MaskedSoftmaxBackward<float>(p, ds.data() + bh * block, S, scale);
   }
   Dev<float> dsc(scores), dbias(bias), dprobs(probs), dds(dp);
-  const std::string shape = Dims("(", {B, NH, S, S});
+  const std::string shape = Dims({B, NH, S, S});
   Row f("softmax_fwd", shape, "bw");
   f.bytes = 8.0 * e + 4.0 * B * S;
   // In place: repeated timing calls renormalise probabilities, the same work.
@@ -175,7 +176,7 @@ void BenchDropout(Ctx& c) {
   cpu::DropoutForward(y.data(), mask.data(), n, p, seed);
   cpu::DropoutBackward(dx.data(), mask.data(), n, p);
   Dev<float> dxv(x), dmask(n), dd(d);
-  const std::string shape = Dims("(", {static_cast<int64_t>(c.N()), c.H});
+  const std::string shape = Dims({static_cast<int64_t>(c.N()), c.H});
   Row f("dropout_fwd", shape, "bw");
   f.bytes = 12.0 * n;  // x read and written, mask written
   auto fwd = [&](cudaStream_t s) {
@@ -252,7 +253,7 @@ void BenchEmbedding(Ctx& c) {
   Dev<float> dword(word), dpos(pos), dtype(type), dout(nh), dd(d),
       dgw(std::vector<float>(gw.size(), 0.0f)), dgp(std::vector<float>(gp.size(), 0.0f)),
       dgt(std::vector<float>(gt.size(), 0.0f));
-  const std::string shape = Dims("(", {B, S, H}) + absl::StrFormat(" V=%d", V);
+  const std::string shape = Dims({B, S, H}) + absl::StrFormat(" V=%d", V);
   Row f("embedding_fwd", shape, "bw");
   f.bytes = 8.0 * N + 16.0 * nh;  // ids, types; a word, position and type row per token; out
   auto fwd = [&](cudaStream_t s) {
@@ -296,7 +297,7 @@ void BenchLoss(Ctx& c) {
     dz[static_cast<int>(labels[b])] -= w / B;
   }
   Dev<float> dl(logits), dlab(labels), dloss(B), dgrad(logits.size());
-  const std::string shape = Dims("(", {B, C});
+  const std::string shape = Dims({B, C});
   Row f("loss_fwd", shape, "bw");
   f.bytes = 4.0 * (B * C + 2.0 * B);
   auto fwd = [&](cudaStream_t s) {
@@ -352,7 +353,7 @@ void BenchCasts(Ctx& c) {
   }
   Dev<float> dx(x);
   Dev<uint16_t> dbf(n), dfp(n);
-  const std::string shape = Dims("(", {static_cast<int64_t>(c.N()), c.I});
+  const std::string shape = Dims({static_cast<int64_t>(c.N()), c.I});
   Row b("cast_bf16", shape, "bw");
   b.bytes = 6.0 * n;
   auto to_bf = [&](cudaStream_t s) {
