@@ -20,7 +20,7 @@
 #
 # PyTorch side: python3, or GPU_CHECK_PYTHON (for --emulate, the repo's .venv when it exists).
 # Options: --build-dir DIR, --bundle DIR, --out DIR, --budget SECONDS, --stages a,b,...
-# (tests, engine, gelu, bench, sanitizers, finetune), --jobs N (build parallelism, 2), --tiny
+# (tests, engine, gelu, kernels, bench, sanitizers, finetune), --jobs N (build parallelism, 2), --tiny
 # (with --run: the rehearsal's tiny shapes, a smoke test whose figures are not BERT-base's).
 # The run needs only the bundle, the CUDA toolkit/driver, python3 (PyTorch and transformers for
 # the PyTorch side, skipped when missing): no gRPC, Abseil, yaml-cpp, OpenBLAS or GTest there.

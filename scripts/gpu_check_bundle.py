@@ -25,6 +25,8 @@ SYSTEM_LIBS = re.compile(
 # The C++ runtime: the image's own is used unless it is older than the one built with.
 COMPAT_LIBS = re.compile(r"^(libstdc\+\+\.so|libgcc_s\.so)")
 EXTRA_TARGETS = ["ringmaster-trainer", "gelu_epilogue_probe"]
+# Test binaries that are plain programs, not gtest (no --gtest_output for them).
+PLAIN_TEST_BINARIES = set(EXTRA_TARGETS) | {"bench_kernels"}
 
 
 def ctest_tests(build):
@@ -109,9 +111,9 @@ def cmd_stage(args):
         for kv in properties(t).get("ENVIRONMENT", []):
             k, _, v = kv.partition("=")
             env[k] = v
-        # gtest binaries get --gtest_output; the probe's tests are plain programs.
+        # gtest binaries get --gtest_output; the probe's tests and bench_kernels are plain programs.
         tests.append({"name": t["name"], "bin": exe, "args": cmd[1:], "env": env,
-                      "gtest": exe not in EXTRA_TARGETS})
+                      "gtest": exe not in PLAIN_TEST_BINARIES})
     paths = {}
     for b in sorted(binaries):
         found = None

@@ -6,6 +6,8 @@ skipped, never silently dropped), in this order:
   tests       every gpu test binary of the bundle (gtest XML, exit codes)
   engine      tests/trainer_cuda_engine.sh: the CUDA engine against the CPU engine, one job
   gelu        gelu_epilogue_probe: cuBLASLt's GELU epilogue against exact-erf and tanh GELU
+  kernels     bench_kernels: each CUDA kernel and the Linear GEMM validated against its CPU
+              reference, then timed against the measured copy / GEMM ceilings
   bench       ringmaster-trainer's CUDA engine (fp32; bf16 where accepted) against PyTorch
               (eager fp32, eager bf16 + SDPA, torch.compile) and a bf16 matmul ceiling
   sanitizers  compute-sanitizer memcheck / racecheck / synccheck / initcheck on the tests
@@ -29,11 +31,12 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
-STAGE_ORDER = ["tests", "engine", "gelu", "bench", "sanitizers", "finetune"]
+STAGE_ORDER = ["tests", "engine", "gelu", "kernels", "bench", "sanitizers", "finetune"]
 # Most seconds a stage may take, and the least kept for it while earlier stages run.
-GPU_CAPS = {"tests": 150, "engine": 90, "gelu": 30, "bench": 300, "sanitizers": 150,
-            "finetune": 10 ** 6}
-GPU_RESERVE = {"tests": 30, "engine": 20, "gelu": 5, "bench": 90, "sanitizers": 40, "finetune": 0}
+GPU_CAPS = {"tests": 150, "engine": 90, "gelu": 30, "kernels": 60, "bench": 300,
+            "sanitizers": 150, "finetune": 10 ** 6}
+GPU_RESERVE = {"tests": 30, "engine": 20, "gelu": 5, "kernels": 10, "bench": 90, "sanitizers": 40,
+               "finetune": 0}
 
 # Shapes: BERT-base at the sizes on a GPU; tiny ones for the emulator rehearsal.
 GPU_SHAPES = {
@@ -329,6 +332,28 @@ class Runner:
         if rc not in (0, 77):
             self.failed.append("gelu")
         self.log("  " + text.strip().splitlines()[-1] if text.strip() else "  (no output)")
+        return r
+
+    def run_kernels(self, budget):
+        exe = os.path.join(self.bundle, "bin", "bench_kernels")
+        if not os.path.exists(exe):
+            return {"status": "skipped: bench_kernels is not in the bundle"}
+        js = os.path.join(self.details, "bench_kernels.json")
+        cmd = [exe, "--json", js] + (["--small"] if self.emulated or self.args.tiny else [])
+        rc, secs, to, text = self.sh(cmd, budget, "bench-kernels")
+        r = {"exit": rc, "seconds": round(secs, 2)}
+        try:
+            with open(js) as f:
+                r.update(json.load(f))
+        except (OSError, json.JSONDecodeError):
+            pass
+        if self.emulated:
+            r["meaning"] = "the emulator's CPU times, not GPU figures"
+        r["status"] = ("timeout" if to else "pass" if rc == 0 else "skipped (77)" if rc == 77
+                       else f"fail (exit {rc})")
+        if not (r["status"] == "pass" or r["status"].startswith("skipped")):
+            self.failed.append("kernels")
+        self.log("\n".join("  " + l for l in text.strip().splitlines()[-30:]))
         return r
 
     # Memory of a process on the GPU, sampled with nvidia-smi in a thread while it runs.
@@ -701,6 +726,7 @@ output: {{dir: {os.path.join(self.work, name)}, checkpoint_every_steps: 0}}
                      "a performance figure")
         ok = self.setup()
         fns = {"tests": self.run_tests, "engine": self.run_engine, "gelu": self.run_gelu,
+               "kernels": self.run_kernels,
                "bench": self.run_bench, "sanitizers": self.run_sanitizers,
                "finetune": self.run_finetune}
         for s in STAGE_ORDER:
@@ -755,6 +781,10 @@ output: {{dir: {os.path.join(self.work, name)}, checkpoint_every_steps: 0}}
         self.log(f"gelu epilogue: fwd {g.get('gelu_fwd_form')} (erf {g.get('gelu_fwd_max_abs_diff_erf')}"
                  f", tanh {g.get('gelu_fwd_max_abs_diff_tanh')}), dgelu {g.get('dgelu_form')}, "
                  f"tf32 {g.get('tf32_rounding')}")
+        k = st.get("kernels", {})
+        rows = k.get("kernels", [])
+        self.log(f"kernels: {k.get('status')}; {sum(1 for r in rows if r.get('valid'))}/"
+                 f"{len(rows)} valid; ceilings {k.get('ceilings')}")
         b = st.get("bench", {})
         for k in ("matmul_bf16_ceiling", "ringmaster_fp32", "ringmaster_bf16", "torch_eager_fp32",
                   "torch_eager_bf16_sdpa", "torch_compile_bf16_sdpa"):
