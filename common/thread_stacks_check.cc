@@ -55,7 +55,7 @@ TEST(ThreadStacksTest, ServesMetricsWithMoreStaticTlsThanCivetwebsStacks) {
   EXPECT_GE(StaticTlsBytes(), kTlsBytes);
   auto registry = std::make_shared<prometheus::Registry>();
   prometheus::BuildCounter()
-      .Name("ringmaster_check_total")
+      .Name("stacks_check_requests_total")
       .Help("h")
       .Register(*registry)
       .Add({})
@@ -65,7 +65,7 @@ TEST(ThreadStacksTest, ServesMetricsWithMoreStaticTlsThanCivetwebsStacks) {
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string page = Get((*server)->port());
   EXPECT_NE(page.find("200 OK"), std::string::npos) << page;
-  EXPECT_NE(page.find("ringmaster_check_total 1"), std::string::npos) << page;
+  EXPECT_NE(page.find("stacks_check_requests_total 1"), std::string::npos) << page;
 }
 
 }  // namespace
