@@ -17,7 +17,8 @@ TEST(ChooseAutoDeviceTest, AVisibleGpuIsChosenNamingIt) {
 }
 
 TEST(ChooseAutoDeviceTest, NoDeviceOrNoEngineMeansTheCpu) {
-  DeviceChoice c = ChooseAutoDevice({true, 0, false, "", 0, "no CUDA-capable device is detected"}, 1);
+  DeviceChoice c =
+      ChooseAutoDevice({true, 0, false, "", 0, "no CUDA-capable device is detected"}, 1);
   EXPECT_EQ(c.device, Device::kCpu);
   EXPECT_THAT(c.reason, HasSubstr("no CUDA-capable device is detected"));
   c = ChooseAutoDevice({false, 1, false, "NVIDIA H200", 90, ""}, 1);

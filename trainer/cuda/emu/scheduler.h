@@ -6,13 +6,12 @@
 // blocks is the schedule (options.h), so a test can run a kernel under several interleavings.
 #pragma once
 
-#include <memory>
-
 #include <cuda_runtime.h>
 
 #include <boost/context/detail/fcontext.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
