@@ -24,17 +24,7 @@
 namespace ringmaster::trainer::cuda {
 namespace {
 
-BertConfig SmallConfig() {
-  BertConfig c;
-  c.vocab_size = 53;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 40;
-  c.max_position_embeddings = 16;
-  c.num_labels = 2;
-  return c;  // dropout 0.1 (the HF default)
-}
+BertConfig SmallConfig() { return SmallTestConfig(); }
 
 // This file's micro-batches: 2 rows of 8 tokens.
 TestMicroBatch MakeMicroBatch(const BertConfig& c, uint32_t seed) {

@@ -1,6 +1,6 @@
-// A random training micro-batch for the CUDA model/engine tests: `B` rows of `S` token ids below
-// the config's vocabulary, each row's last 0..3 positions padding (mask 0, id 0), labels 0/1.
-// Deterministic in `seed`.
+// Test inputs for the CUDA model/engine tests. A random training micro-batch: `B` rows of `S` token
+// ids below the config's vocabulary, each row's last 0..3 positions padding (mask 0, id 0), labels
+// 0/1. Deterministic in `seed`.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,20 @@
 #include "trainer/model/bert_model.h"
 
 namespace ringmaster::trainer::cuda {
+
+// The small BERT of the CUDA trainer-state and mixed-precision tests: 2 layers, H=32, 2 heads,
+// I=40, vocabulary 53, 2 labels; dropout 0.1 (the HF default).
+inline BertConfig SmallTestConfig() {
+  BertConfig c;
+  c.vocab_size = 53;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 40;
+  c.max_position_embeddings = 16;
+  c.num_labels = 2;
+  return c;
+}
 
 struct TestMicroBatch {
   int B = 0, S = 0;
