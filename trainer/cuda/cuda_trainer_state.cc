@@ -93,6 +93,12 @@ absl::StatusOr<float> CudaTrainerState::ForwardBackward(const BertInputs& in, fl
 }
 
 absl::StatusOr<StepOutcome> CudaTrainerState::FinishStep(double lr, double max_grad_norm) {
+  absl::StatusOr<StepOutcome> out = ApplyStep(lr, max_grad_norm);
+  RM_RETURN_IF_ERROR(EndStepTiming());  // after the step's last kernel, applied or skipped
+  return out;
+}
+
+absl::StatusOr<StepOutcome> CudaTrainerState::ApplyStep(double lr, double max_grad_norm) {
   ++finish_calls_;
   if (options_.poison_grad_at_call == finish_calls_) {
     const float inf = std::numeric_limits<float>::infinity();
@@ -113,23 +119,18 @@ absl::StatusOr<StepOutcome> CudaTrainerState::FinishStep(double lr, double max_g
     RM_ASSIGN_OR_RETURN(const ScaledStep what, scaler_->Update(std::isfinite(norm), step_ + 1));
     if (what == ScaledStep::kSkip) {
       out.skipped = true;
-      RM_RETURN_IF_ERROR(EndStepTiming());
       return out;
     }
     RM_CUDA_RETURN_IF_ERROR(ScaleInPlace(grads_, n_, static_cast<float>(1.0 / scale), stream_));
     out.grad_norm = norm / scale;
   }
-  if (!std::isfinite(out.grad_norm)) {  // nothing applied; the loop fails the step
-    RM_RETURN_IF_ERROR(EndStepTiming());
-    return out;
-  }
+  if (!std::isfinite(out.grad_norm)) return out;  // nothing applied; the loop fails the step
   RM_CUDA_RETURN_IF_ERROR(ClipGradNorm(grads_, n_, max_grad_norm, norm_scratch_, norm_, stream_));
   ++step_;
   RM_CUDA_RETURN_IF_ERROR(AdamWStep(params_, grads_, exp_avg_, exp_avg_sq_, decay_mask_, n_, step_,
                                     lr, options_.adam.beta1, options_.adam.beta2, options_.adam.eps,
                                     options_.adam.weight_decay, stream_));
   model_->WeightsChanged();
-  RM_RETURN_IF_ERROR(EndStepTiming());
   return out;
 }
 

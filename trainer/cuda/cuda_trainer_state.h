@@ -109,6 +109,8 @@ class CudaTrainerState {
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<CudaBertModel> model_;
   // Step timing: begin/end recorded on stream_; read when the end event has completed.
+  // FinishStep's work: norm, loss scaling, clipping, AdamW.
+  absl::StatusOr<StepOutcome> ApplyStep(double lr, double max_grad_norm);
   absl::Status EndStepTiming();  // records step_end_ after the step's last kernel
   void ReadStepTime(bool wait) const;
   cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;
