@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "jobspec/precision_policy.h"
 #include "trainer/train/sharded_checkpoint.h"
 #include "trainer/train/train_loop.h"
 
@@ -38,15 +39,17 @@ std::string DeviceDescription() {
 
 absl::Status CheckPrecisionOnDevice(GemmPrecision precision) {
   if (precision == GemmPrecision::kFp32) return absl::OkStatus();
-  // Tensor-core GEMMs with these operand types: fp16 from Volta (7.0), bf16 from Ampere (8.0).
-  const int need_major = precision == GemmPrecision::kBf16 ? 8 : 7;
+  // Tensor-core GEMMs with these operand types: the planner's rule (jobspec/precision_policy.h).
+  const int need = jobspec::MinComputeCapabilityFor(
+      precision == GemmPrecision::kBf16 ? jobspec::Precision::kBf16 : jobspec::Precision::kFp16);
+  const int need_major = need / 10;
   int device = 0;
   cudaDeviceProp prop{};
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
     return absl::UnavailableError("no usable CUDA device: cudaGetDeviceProperties failed");
   }
-  if (prop.major < need_major) {
+  if (prop.major * 10 + prop.minor < need) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "train.precision: %s (the job's setting or this rank's plan) needs a GPU of compute "
         "capability >= %d.0, but CUDA device %d "
