@@ -27,6 +27,9 @@
 #include "trainer/data/sentiment_gen.h"
 #if RINGMASTER_HAVE_NCCL
 #include "trainer/comm/nccl_communicator.h"
+constexpr bool kNcclBuilt = true;
+#else
+constexpr bool kNcclBuilt = false;
 #endif
 #include "trainer/data/tsv.h"
 #if RINGMASTER_HAVE_CUDA_ENGINE
@@ -125,50 +128,69 @@ absl::Status BadJob(absl::Status s) {
 // device's compute capability allows them (refused as a bad job otherwise).
 rt::CudaEngineFactory CudaEngineFactory() {
 #if RINGMASTER_HAVE_CUDA_ENGINE
-  return
-      [](const rt::JobSpec& job, const rt::BertConfig& config, const rt::ParamLayout& layout,
-         const float* initial, int world_size) -> absl::StatusOr<std::unique_ptr<rt::StepEngine>> {
-        rt::cuda::CudaTrainerOptions options;
-        options.adam = rt::AdamWOptions{job.train.adam_beta1, job.train.adam_beta2,
-                                        job.train.adam_eps, job.train.weight_decay};
-        // bf16/fp16 are GEMM-level mixed precision (fp32 master weights). auto without a plan
-        // (a plan resolves it per rank: RINGMASTER_PRECISION) picks by the device's generation,
-        // by the planner's rule (jobspec/precision_policy.h).
-        rt::Precision precision = job.train.precision;
-        if (precision == rt::Precision::kAuto) {
-          const rt::GpuProbe gpu = rt::cuda::ProbeGpu();
-          precision = ringmaster::jobspec::AutoPrecisionFor(gpu.compute_capability);
-          ringmaster::LogInfo(absl::StrCat(
-              "train.precision auto: ", std::string(ringmaster::jobspec::SettingName(precision)),
-              " (", gpu.name, ", sm_", gpu.compute_capability, ")"));
-        }
-        if (precision == rt::Precision::kBf16) {
-          options.precision = rt::cuda::GemmPrecision::kBf16;
-        } else if (precision == rt::Precision::kFp16) {
-          options.precision = rt::cuda::GemmPrecision::kFp16;
-        }
-        // Test hook of the fp16 tests (tests/trainer_cuda_engine.sh): poison one step's gradient.
-        if (const char* v = std::getenv("RINGMASTER_TEST_POISON_GRAD_STEP"); v != nullptr) {
-          int64_t step = 0;
-          if (!absl::SimpleAtoi(v, &step) || step < 1) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "RINGMASTER_TEST_POISON_GRAD_STEP: expected a step >= 1, got '", v, "'"));
-          }
-          options.poison_grad_at_call = step;
-        }
-        absl::StatusOr<std::unique_ptr<rt::cuda::CudaEngine>> engine =
-            rt::cuda::CudaEngine::Create(options, config, layout, initial, world_size);
-        if (!engine.ok()) {
-          return absl::Status(engine.status().code(),
-                              absl::StrCat(job.source, ": ", engine.status().message()));
-        }
-        const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-        ringmaster::LogInfo(absl::StrCat(
-            "train.device: cuda: the CUDA engine (", rt::cuda::GemmPrecisionName(options.precision),
-            ") on ", rt::cuda::DeviceDescription(),
-            " (CUDA_VISIBLE_DEVICES=", visible != nullptr ? visible : "unset", ")"));
-        return std::unique_ptr<rt::StepEngine>(*std::move(engine));
-      };
+  return [](const rt::JobSpec& job, const rt::BertConfig& config, const rt::ParamLayout& layout,
+            const float* initial,
+            rt::DistContext& dist) -> absl::StatusOr<std::unique_ptr<rt::StepEngine>> {
+    rt::cuda::CudaTrainerOptions options;
+    options.sharding = job.distributed.sharding;
+    // Several CUDA ranks: collectives on device buffers, i.e. NCCL; fp32 on the wire.
+    rt::DataParallelComms comms;
+    if (dist.world_size() > 1) {
+      if (dist.backend() != rt::CommBackend::kNccl) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            job.source,
+            ": distributed.backend: gloo cannot carry the CUDA engine's device buffers; use "
+            "nccl (or auto) for train.device cuda with several ranks"));
+      }
+      const rt::Compression c = job.distributed.compression;
+      if (c != rt::Compression::kNone && c != rt::Compression::kAuto) {
+        return absl::UnimplementedError(absl::StrCat(
+            job.source,
+            ": distributed.compression: ", std::string(ringmaster::jobspec::SettingName(c)),
+            " is not on the CUDA engine yet; use none (or device cpu) for several CUDA ranks"));
+      }
+      comms = rt::DataParallelComms{dist.world(), dist.intra(), dist.inter()};
+    }
+    options.adam = rt::AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,
+                                    job.train.weight_decay};
+    // bf16/fp16 are GEMM-level mixed precision (fp32 master weights). auto without a plan
+    // (a plan resolves it per rank: RINGMASTER_PRECISION) picks by the device's generation,
+    // by the planner's rule (jobspec/precision_policy.h).
+    rt::Precision precision = job.train.precision;
+    if (precision == rt::Precision::kAuto) {
+      const rt::GpuProbe gpu = rt::cuda::ProbeGpu();
+      precision = ringmaster::jobspec::AutoPrecisionFor(gpu.compute_capability);
+      ringmaster::LogInfo(absl::StrCat(
+          "train.precision auto: ", std::string(ringmaster::jobspec::SettingName(precision)), " (",
+          gpu.name, ", sm_", gpu.compute_capability, ")"));
+    }
+    if (precision == rt::Precision::kBf16) {
+      options.precision = rt::cuda::GemmPrecision::kBf16;
+    } else if (precision == rt::Precision::kFp16) {
+      options.precision = rt::cuda::GemmPrecision::kFp16;
+    }
+    // Test hook of the fp16 tests (tests/trainer_cuda_engine.sh): poison one step's gradient.
+    if (const char* v = std::getenv("RINGMASTER_TEST_POISON_GRAD_STEP"); v != nullptr) {
+      int64_t step = 0;
+      if (!absl::SimpleAtoi(v, &step) || step < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("RINGMASTER_TEST_POISON_GRAD_STEP: expected a step >= 1, got '", v, "'"));
+      }
+      options.poison_grad_at_call = step;
+    }
+    absl::StatusOr<std::unique_ptr<rt::cuda::CudaEngine>> engine =
+        rt::cuda::CudaEngine::Create(options, config, layout, initial, comms);
+    if (!engine.ok()) {
+      return absl::Status(engine.status().code(),
+                          absl::StrCat(job.source, ": ", engine.status().message()));
+    }
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    ringmaster::LogInfo(absl::StrCat(
+        "train.device: cuda: the CUDA engine (", rt::cuda::GemmPrecisionName(options.precision),
+        ") on ", rt::cuda::DeviceDescription(),
+        " (CUDA_VISIBLE_DEVICES=", visible != nullptr ? visible : "unset", ")"));
+    return std::unique_ptr<rt::StepEngine>(*std::move(engine));
+  };
 #else
   return nullptr;
 #endif
@@ -212,7 +234,7 @@ absl::Status Train(const Args& a) {
   // auto takes a visible GPU.
   if (dev == a.values.end() && env.device.has_value()) job.train.device = *env.device;
   if (job.train.device == rt::Device::kAuto) {
-    const rt::DeviceChoice choice = rt::ChooseAutoDevice(ProbeGpu(), env.world_size);
+    const rt::DeviceChoice choice = rt::ChooseAutoDevice(ProbeGpu(), env.world_size, kNcclBuilt);
     job.train.device = choice.device;
     ringmaster::LogInfo(absl::StrCat(
         "train.device auto: ", std::string(ringmaster::jobspec::SettingName(choice.device)), " (",

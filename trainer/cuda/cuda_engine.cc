@@ -64,35 +64,35 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(const CudaTrainer
                                                                const BertConfig& config,
                                                                const ParamLayout& layout,
                                                                const float* initial,
-                                                               int world_size) {
-  if (world_size != 1) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "train.device: cuda runs one rank for now; this job has a world of %d ranks (the "
-        "multi-GPU engine with NCCL is not built yet: use device cpu for several ranks)",
-        world_size));
-  }
+                                                               const DataParallelComms& comms) {
   RM_RETURN_IF_ERROR(CheckPrecisionOnDevice(options.precision));
   std::unique_ptr<CudaEngine> e(new CudaEngine());
   e->layout_ = layout;
+  if (comms.world != nullptr) {
+    e->rank_ = comms.world->rank();
+    e->world_size_ = comms.world->size();
+  }
   RM_ASSIGN_OR_RETURN(
-      e->state_, CudaTrainerState::Create(
-                     config, layout, std::vector<float>(initial, initial + layout.total), options));
+      e->state_,
+      CudaTrainerState::Create(config, layout, std::vector<float>(initial, initial + layout.total),
+                               options, comms));
   return e;
 }
 
-void CudaEngine::BeginStep() {
-  if (absl::Status s = state_->BeginStep(); !s.ok() && status_.ok()) status_ = s;
-}
+void CudaEngine::BeginStep() { Keep(state_->BeginStep()); }
 
 absl::StatusOr<float> CudaEngine::TrainMicroBatch(const Batch& batch, const MicroBatchArgs& args) {
   RM_RETURN_IF_ERROR(status_);
-  return state_->ForwardBackward(InputsOf(batch), args.loss_weight, args.dropout_seed);
+  return state_->ForwardBackward(InputsOf(batch), args.loss_weight, args.dropout_seed,
+                                 args.last_of_step);
 }
+
+void CudaEngine::EmptyMicroBatch(bool last_of_step) { Keep(state_->EmptyMicroBatch(last_of_step)); }
 
 absl::StatusOr<StepTotals> CudaEngine::FinishStep(double local_loss, double lr,
                                                   double max_grad_norm, float flag) {
   RM_RETURN_IF_ERROR(status_);
-  absl::StatusOr<StepOutcome> r = state_->FinishStep(lr, max_grad_norm);
+  absl::StatusOr<StepOutcome> r = state_->FinishStep(lr, max_grad_norm, local_loss, flag);
   if (!r.ok()) {
     // The loss scaler's verdict: the scale fell below its minimum. Restarting repeats it.
     if (absl::IsFailedPrecondition(r.status())) {
@@ -100,7 +100,7 @@ absl::StatusOr<StepTotals> CudaEngine::FinishStep(double local_loss, double lr,
     }
     return r.status();
   }
-  StepTotals t{local_loss, r->grad_norm, flag};
+  StepTotals t{r->loss, r->grad_norm, r->flag_sum};
   t.skipped = r->skipped;
   t.loss_scale = r->loss_scale;
   return t;
@@ -112,33 +112,41 @@ absl::StatusOr<ForwardOutput> CudaEngine::EvalForward(const Batch& batch) {
   return ForwardOutput{loss, logits_};
 }
 
-ShardRanges CudaEngine::Whole() const {
-  ShardRanges r;
-  r.ranges.push_back({0, layout_.total});
-  return r;
+void CudaEngine::EmptyEvalForward() { Keep(state_->EmptyEvalForward()); }
+
+absl::Status CudaEngine::status() const {
+  RM_RETURN_IF_ERROR(status_);
+  return state_->data_parallel().status();
 }
+
+absl::Status CudaEngine::AllReduceSum(std::vector<float>* values) {
+  return state_->data_parallel().AllReduceWorld(values);
+}
+
+absl::Status CudaEngine::Barrier() { return state_->data_parallel().Barrier(); }
 
 absl::StatusOr<uint64_t> CudaEngine::SaveCheckpoint(const std::string& output_dir,
                                                     const CheckpointMeta& position, int keep) {
+  CudaDataParallel& dp = state_->data_parallel();
   CheckpointMeta meta = position;
   meta.fingerprint = LayoutFingerprint(layout_);
   meta.total = layout_.total;
-  meta.sharding = "no_shard";
+  meta.sharding = std::string(ShardingName(dp.sharding()));
   if (DynamicLossScaler* scaler = state_->loss_scaler(); scaler != nullptr) {
     meta.extra[kScalerKey] = scaler->ToJson();
     meta.extra[kOptimizerStepKey] = state_->step();
   }
-  RM_ASSIGN_OR_RETURN(const std::vector<float> p, state_->DownloadParams());
-  std::vector<float> m, v;
-  RM_RETURN_IF_ERROR(state_->DownloadOptimizer(&m, &v));
-  RM_RETURN_IF_ERROR(SaveShardedCheckpoint(output_dir, /*rank=*/0, /*world_size=*/1, meta, Whole(),
+  std::vector<float> p, m, v;
+  RM_RETURN_IF_ERROR(dp.CopyForSave(&p, &m, &v));
+  RM_RETURN_IF_ERROR(SaveShardedCheckpoint(output_dir, rank_, world_size_, meta, dp.SaveRanges(),
                                            p.data(), m.data(), v.data(), keep,
-                                           [] { return absl::OkStatus(); }));
-  return static_cast<uint64_t>(3 * layout_.total * sizeof(float));
+                                           [&] { return dp.Barrier(); }));
+  return static_cast<uint64_t>((p.size() + m.size() + v.size()) * sizeof(float));
 }
 
 absl::StatusOr<LoadedShard> CudaEngine::ReadCheckpoint(const std::string& dir) const {
-  return LoadShardedCheckpoint(dir, layout_.total, LayoutFingerprint(layout_), Whole());
+  return LoadShardedCheckpoint(dir, layout_.total, LayoutFingerprint(layout_),
+                               state_->data_parallel().LoadRanges());
 }
 
 absl::Status CudaEngine::LoadCheckpoint(const LoadedShard& shard) {
@@ -160,9 +168,11 @@ absl::Status CudaEngine::GatherFullParams(std::vector<float>* out) {
 }
 
 EngineFigures CudaEngine::figures() const {
+  const CudaDataParallel& dp = state_->data_parallel();
   EngineFigures f;
-  f.persistent_bytes = 3 * layout_.total * sizeof(float) + layout_.total;  // + decay mask
+  f.persistent_bytes = dp.persistent_bytes();
   f.peak_transient_bytes = state_->device_bytes() - f.persistent_bytes;
+  f.comm = dp.comm_totals();
   f.device = state_->figures();
   return f;
 }

@@ -1,13 +1,12 @@
-// The CUDA step engine (`train.device: cuda`): the training loop's StepEngine over one device's
-// CudaTrainerState. Checkpoints use the CPU engine's sharded format and layout (a run can stop on
-// a GPU and resume on CPU ranks, and the other way round), and the export gathers the same flat
-// fp32 parameters.
+// The CUDA step engine (`train.device: cuda`): the training loop's StepEngine over one rank's
+// CudaTrainerState. Checkpoints use the CPU engine's sharded format, layout and ranges (a run can
+// stop on GPUs and resume on CPU ranks, at another world size, and the other way round), and the
+// export gathers the same flat fp32 parameters.
 //
-// This is the single-device engine (issue #18): one rank; fp32 compute (TF32 GEMMs optionally),
-// or bf16 / fp16 GEMM operands with fp32 master weights (autocast.h; fp16 with dynamic loss
-// scaling, whose state the checkpoint's `extra` keeps).
-// Several ranks (NCCL, sharding, compression on the GPU) are issue #19; Create refuses a world
-// larger than one, naming it.
+// fp32 compute (TF32 GEMMs optionally), or bf16 / fp16 GEMM operands with fp32 master weights
+// (autocast.h; fp16 with dynamic loss scaling, whose state the checkpoint's `extra` keeps).
+// Several ranks (issue #19): the four sharding modes over communicators whose collectives take
+// device buffers (NCCL), fp32 on the wire; gradient compression on the GPU is not wired yet.
 #pragma once
 
 #include <memory>
@@ -31,26 +30,28 @@ std::string DeviceDescription();
 
 class CudaEngine : public StepEngine {
  public:
-  // `initial` holds layout.total parameters. `world_size` must be 1.
+  // `initial` holds layout.total parameters, the same on every rank. `comms`: the rank's
+  // communicators (NCCL: collectives on device buffers); empty for a single process.
   static absl::StatusOr<std::unique_ptr<CudaEngine>> Create(const CudaTrainerOptions& options,
                                                             const BertConfig& config,
                                                             const ParamLayout& layout,
-                                                            const float* initial, int world_size);
+                                                            const float* initial,
+                                                            const DataParallelComms& comms = {});
 
   int64_t num_params() const override { return static_cast<int64_t>(layout_.total); }
 
   void BeginStep() override;
   absl::StatusOr<float> TrainMicroBatch(const Batch& batch, const MicroBatchArgs& args) override;
-  void EmptyMicroBatch(bool) override {}  // one rank: no collectives to match
+  void EmptyMicroBatch(bool last_of_step) override;
   absl::StatusOr<StepTotals> FinishStep(double local_loss, double lr, double max_grad_norm,
                                         float flag) override;
 
   absl::StatusOr<ForwardOutput> EvalForward(const Batch& batch) override;
-  void EmptyEvalForward() override {}
+  void EmptyEvalForward() override;
 
-  absl::Status status() const override { return status_; }
-  absl::Status AllReduceSum(std::vector<float>*) override { return absl::OkStatus(); }
-  absl::Status Barrier() override { return absl::OkStatus(); }
+  absl::Status status() const override;
+  absl::Status AllReduceSum(std::vector<float>* values) override;
+  absl::Status Barrier() override;
 
   absl::StatusOr<uint64_t> SaveCheckpoint(const std::string& output_dir,
                                           const CheckpointMeta& position, int keep) override;
@@ -62,11 +63,14 @@ class CudaEngine : public StepEngine {
 
  private:
   CudaEngine() = default;
-  ShardRanges Whole() const;
+  void Keep(const absl::Status& s) {
+    if (!s.ok() && status_.ok()) status_ = s;
+  }
 
   ParamLayout layout_;
+  int rank_ = 0, world_size_ = 1;
   std::unique_ptr<CudaTrainerState> state_;
-  absl::Status status_;        // first failure inside BeginStep (which cannot return one)
+  absl::Status status_;        // first failure inside BeginStep / Empty* (which cannot return one)
   std::vector<float> logits_;  // EvalForward's, valid until the next call
 };
 

@@ -95,7 +95,7 @@ class CudaEngineTest : public ::testing::Test {
 };
 
 TEST_F(CudaEngineTest, CheckpointsMoveBetweenGpuAndCpuEngines) {
-  auto gpu = CudaEngine::Create(CudaTrainerOptions{}, config_, layout_, initial_.data(), 1);
+  auto gpu = CudaEngine::Create(CudaTrainerOptions{}, config_, layout_, initial_.data());
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   TrainSteps(**gpu, 2);
   std::vector<float> gpu_params;
@@ -125,7 +125,7 @@ TEST_F(CudaEngineTest, CheckpointsMoveBetweenGpuAndCpuEngines) {
   const std::string dir2 = TempDir("c2g");
   pos.step = 3;
   ASSERT_TRUE(cpu->SaveCheckpoint(dir2, pos, 2).ok());
-  auto gpu2 = CudaEngine::Create(CudaTrainerOptions{}, config_, layout_, initial_.data(), 1);
+  auto gpu2 = CudaEngine::Create(CudaTrainerOptions{}, config_, layout_, initial_.data());
   ASSERT_TRUE(gpu2.ok());
   shard = (*gpu2)->ReadCheckpoint(ListShardedCheckpoints(dir2).at(0));
   ASSERT_TRUE(shard.ok()) << shard.status();
@@ -153,7 +153,7 @@ TEST_F(CudaEngineTest, CheckpointsMoveBetweenGpuAndCpuEngines) {
 
 // The engine reports its device memory (state + arena, peak) and the GPU time of its steps.
 TEST_F(CudaEngineTest, ReportsDeviceMemoryAndGpuStepTime) {
-  auto gpu = CudaEngine::Create(CudaTrainerOptions{}, config_, layout_, initial_.data(), 1);
+  auto gpu = CudaEngine::Create(CudaTrainerOptions{}, config_, layout_, initial_.data());
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   const EngineFigures before = (*gpu)->figures();
   ASSERT_TRUE(before.device.has_value());
@@ -179,13 +179,6 @@ TEST_F(CudaEngineTest, ReportsDeviceMemoryAndGpuStepTime) {
   EXPECT_GT(three.device->busy_seconds_total,
             one.device->busy_seconds_total + three.device->step_seconds * 0.5);
   EXPECT_EQ(three.device->arena_bytes, one.device->arena_bytes);  // same shape: no growth
-}
-
-TEST_F(CudaEngineTest, SeveralRanksAreRefusedNamingTheWorld) {
-  auto e = CudaEngine::Create(CudaTrainerOptions{}, config_, layout_, initial_.data(), 2);
-  ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(e.status().message().find("world of 2 ranks"), std::string::npos) << e.status();
 }
 
 }  // namespace

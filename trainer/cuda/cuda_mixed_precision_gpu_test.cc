@@ -230,7 +230,7 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> Fp16Engine(const LossScalerOptions& 
   options.precision = GemmPrecision::kFp16;
   options.loss_scaler = scaler;
   options.poison_grad_at_call = poison_at;
-  return CudaEngine::Create(options, config, layout, params.data(), 1);
+  return CudaEngine::Create(options, config, layout, params.data());
 }
 
 absl::StatusOr<StepTotals> EngineStep(CudaEngine& e, uint32_t seed) {

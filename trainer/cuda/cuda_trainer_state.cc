@@ -10,19 +10,10 @@
 #include "trainer/cuda/kernels.h"
 
 namespace ringmaster::trainer::cuda {
-namespace {
-
-template <typename T>
-absl::Status Alloc(T** p, size_t count) {
-  RM_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(p), count * sizeof(T)));
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaTrainerState>> CudaTrainerState::Create(
     const BertConfig& config, const ParamLayout& layout, const std::vector<float>& params,
-    const CudaTrainerOptions& options) {
+    const CudaTrainerOptions& options, const DataParallelComms& comms) {
   if (params.size() != layout.total) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "CudaTrainerState: %d parameters given for a layout of %d", params.size(), layout.total));
@@ -33,20 +24,8 @@ absl::StatusOr<std::unique_ptr<CudaTrainerState>> CudaTrainerState::Create(
   RM_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&s->stream_));
   RM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->step_begin_));
   RM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->step_end_));
-  RM_RETURN_IF_ERROR(Alloc(&s->params_, s->n_));
-  RM_RETURN_IF_ERROR(Alloc(&s->grads_, s->n_));
-  RM_RETURN_IF_ERROR(Alloc(&s->exp_avg_, s->n_));
-  RM_RETURN_IF_ERROR(Alloc(&s->exp_avg_sq_, s->n_));
-  RM_RETURN_IF_ERROR(Alloc(&s->decay_mask_, s->n_));
-  RM_RETURN_IF_ERROR(Alloc(&s->norm_scratch_, GradNormScratchDoubles(s->n_)));
-  RM_RETURN_IF_ERROR(Alloc(&s->norm_, 1));
-  std::vector<uint8_t> mask(s->n_, 0);
-  for (const ParamSpec& spec : layout.specs) {
-    std::fill_n(mask.begin() + spec.offset, spec.numel, spec.weight_decay ? 1 : 0);
-  }
-  RM_CUDA_RETURN_IF_ERROR(cudaMemcpy(s->decay_mask_, mask.data(), s->n_, cudaMemcpyHostToDevice));
-  const std::vector<float> zeros(s->n_, 0.0f);
-  RM_RETURN_IF_ERROR(s->Upload(params, zeros, zeros, 0));
+  RM_ASSIGN_OR_RETURN(
+      s->dp_, CudaDataParallel::Create(layout, options.sharding, comms, params, s->stream_));
   RM_ASSIGN_OR_RETURN(s->gemm_, Gemm::Create(options.tf32));
   RM_ASSIGN_OR_RETURN(s->model_, CudaBertModel::Create(config, layout, s->gemm_.get(), s->stream_,
                                                        options.precision));
@@ -60,12 +39,7 @@ absl::StatusOr<std::unique_ptr<CudaTrainerState>> CudaTrainerState::Create(
 CudaTrainerState::~CudaTrainerState() {
   model_.reset();
   gemm_.reset();
-  for (void* p :
-       {static_cast<void*>(params_), static_cast<void*>(grads_), static_cast<void*>(exp_avg_),
-        static_cast<void*>(exp_avg_sq_), static_cast<void*>(decay_mask_),
-        static_cast<void*>(norm_scratch_), static_cast<void*>(norm_)}) {
-    if (p != nullptr) cudaFree(p);
-  }
+  dp_.reset();
   if (step_begin_ != nullptr) cudaEventDestroy(step_begin_);
   if (step_end_ != nullptr) cudaEventDestroy(step_end_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -77,43 +51,54 @@ absl::Status CudaTrainerState::BeginStep() {
   ReadStepTime(/*wait=*/true);
   RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_begin_, stream_));
   step_open_ = true;
-  RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads_, 0, n_ * sizeof(float), stream_));
-  return absl::OkStatus();
+  return dp_->BeginStep();
 }
 
 absl::StatusOr<float> CudaTrainerState::ForwardBackward(const BertInputs& in, float loss_weight,
-                                                        uint64_t dropout_seed) {
+                                                        uint64_t dropout_seed, bool last_of_step) {
+  dp_->BeginMicroBatch(last_of_step, /*training=*/true);
   RM_ASSIGN_OR_RETURN(const float loss,
-                      model_->Forward(params_, in, /*training=*/true, dropout_seed));
+                      model_->Forward(dp_.get(), in, /*training=*/true, dropout_seed));
   // fp16: the backward pass starts from the scaled loss gradient, so every gradient is scaled.
   const double scale = scaler_ != nullptr ? scaler_->scale() : 1.0;
-  RM_RETURN_IF_ERROR(model_->Backward(params_, grads_, static_cast<float>(loss_weight * scale)));
+  dp_->BeginBackward();
+  RM_RETURN_IF_ERROR(model_->Backward(dp_.get(), static_cast<float>(loss_weight * scale)));
   peak_bytes_ = std::max(peak_bytes_, device_bytes());
+  RM_RETURN_IF_ERROR(dp_->status());
   return loss;
 }
 
-absl::StatusOr<StepOutcome> CudaTrainerState::FinishStep(double lr, double max_grad_norm) {
-  absl::StatusOr<StepOutcome> out = ApplyStep(lr, max_grad_norm);
+absl::Status CudaTrainerState::EmptyMicroBatch(bool last_of_step) {
+  dp_->BeginMicroBatch(last_of_step, /*training=*/true);
+  dp_->RunEmptyMicroBatch(model_->num_units());
+  return dp_->status();
+}
+
+absl::StatusOr<StepOutcome> CudaTrainerState::FinishStep(double lr, double max_grad_norm,
+                                                         double local_loss, float flag) {
+  absl::StatusOr<StepOutcome> out = ApplyStep(lr, max_grad_norm, local_loss, flag);
   RM_RETURN_IF_ERROR(EndStepTiming());  // after the step's last kernel, applied or skipped
   return out;
 }
 
-absl::StatusOr<StepOutcome> CudaTrainerState::ApplyStep(double lr, double max_grad_norm) {
+absl::StatusOr<StepOutcome> CudaTrainerState::ApplyStep(double lr, double max_grad_norm,
+                                                        double local_loss, float flag) {
   ++finish_calls_;
-  if (options_.poison_grad_at_call == finish_calls_) {
+  float* grads = dp_->update_grads();
+  const size_t count = dp_->update_size();
+  if (options_.poison_grad_at_call == finish_calls_ && count > 0) {
     const float inf = std::numeric_limits<float>::infinity();
     RM_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(grads_, &inf, sizeof(float), cudaMemcpyHostToDevice, stream_));
+        cudaMemcpyAsync(grads, &inf, sizeof(float), cudaMemcpyHostToDevice, stream_));
   }
-  RM_CUDA_RETURN_IF_ERROR(GradNorm(grads_, n_, norm_scratch_, norm_, stream_));
-  double norm = 0;
-  RM_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(&norm, norm_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
-  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  RM_ASSIGN_OR_RETURN(const ReducedStep sums, dp_->Reduce(local_loss, flag));
+  // The sum of squares is in double: inf or NaN exactly when a gradient is.
+  const double norm = std::sqrt(sums.grad_sq);
   StepOutcome out;
+  out.loss = sums.loss;
+  out.flag_sum = sums.flag_sum;
   out.grad_norm = norm;
   if (scaler_ != nullptr) {
-    // The norm is a sum of squares in double: inf or NaN exactly when a gradient is.
     const double scale = scaler_->scale();
     out.loss_scale = scale;
     RM_ASSIGN_OR_RETURN(const ScaledStep what, scaler_->Update(std::isfinite(norm), step_ + 1));
@@ -121,15 +106,19 @@ absl::StatusOr<StepOutcome> CudaTrainerState::ApplyStep(double lr, double max_gr
       out.skipped = true;
       return out;
     }
-    RM_CUDA_RETURN_IF_ERROR(ScaleInPlace(grads_, n_, static_cast<float>(1.0 / scale), stream_));
+    RM_CUDA_RETURN_IF_ERROR(ScaleInPlace(grads, count, static_cast<float>(1.0 / scale), stream_));
     out.grad_norm = norm / scale;
   }
   if (!std::isfinite(out.grad_norm)) return out;  // nothing applied; the loop fails the step
-  RM_CUDA_RETURN_IF_ERROR(ClipGradNorm(grads_, n_, max_grad_norm, norm_scratch_, norm_, stream_));
+  if (max_grad_norm > 0) {
+    // As ClipGradNorm: the coefficient in double, applied in fp32.
+    const double coef = max_grad_norm / (out.grad_norm + 1e-6);
+    if (coef < 1.0) {
+      RM_CUDA_RETURN_IF_ERROR(ScaleInPlace(grads, count, static_cast<float>(coef), stream_));
+    }
+  }
   ++step_;
-  RM_CUDA_RETURN_IF_ERROR(AdamWStep(params_, grads_, exp_avg_, exp_avg_sq_, decay_mask_, n_, step_,
-                                    lr, options_.adam.beta1, options_.adam.beta2, options_.adam.eps,
-                                    options_.adam.weight_decay, stream_));
+  RM_RETURN_IF_ERROR(dp_->Update(step_, lr, options_.adam));
   model_->WeightsChanged();
   return out;
 }
@@ -171,52 +160,50 @@ DeviceFigures CudaTrainerState::figures() const {
 }
 
 absl::StatusOr<float> CudaTrainerState::EvalForward(const BertInputs& in) {
-  return model_->Forward(params_, in, /*training=*/false, 0);
+  dp_->BeginMicroBatch(/*last_of_step=*/true, /*training=*/false);
+  RM_ASSIGN_OR_RETURN(const float loss, model_->Forward(dp_.get(), in, /*training=*/false, 0));
+  RM_RETURN_IF_ERROR(dp_->Settle());
+  return loss;
+}
+
+absl::Status CudaTrainerState::EmptyEvalForward() {
+  dp_->BeginMicroBatch(/*last_of_step=*/true, /*training=*/false);
+  dp_->RunEmptyForward(model_->num_units());
+  return dp_->Settle();
 }
 
 absl::StatusOr<std::vector<float>> CudaTrainerState::DownloadParams() const {
-  std::vector<float> out(n_);
-  RM_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(out.data(), params_, n_ * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  std::vector<float> out;
+  RM_RETURN_IF_ERROR(dp_->GatherFullParams(&out));
   return out;
 }
 
 absl::Status CudaTrainerState::DownloadOptimizer(std::vector<float>* exp_avg,
                                                  std::vector<float>* exp_avg_sq) const {
-  exp_avg->resize(n_);
-  exp_avg_sq->resize(n_);
-  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(exp_avg->data(), exp_avg_, n_ * sizeof(float),
-                                          cudaMemcpyDeviceToHost, stream_));
-  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(exp_avg_sq->data(), exp_avg_sq_, n_ * sizeof(float),
-                                          cudaMemcpyDeviceToHost, stream_));
-  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  return absl::OkStatus();
+  if (dp_->world_size() != 1) {
+    return absl::FailedPreconditionError(
+        "CudaTrainerState::DownloadOptimizer: the moments are sharded over the ranks");
+  }
+  std::vector<float> params;
+  return dp_->CopyForSave(&params, exp_avg, exp_avg_sq);
 }
 
 absl::Status CudaTrainerState::Upload(const std::vector<float>& params,
                                       const std::vector<float>& exp_avg,
                                       const std::vector<float>& exp_avg_sq, int64_t step) {
-  if (params.size() != n_ || exp_avg.size() != n_ || exp_avg_sq.size() != n_ || step < 0) {
+  if (step < 0) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("CudaTrainerState::Upload: sizes %d/%d/%d (step %d) for a layout of %d",
-                        params.size(), exp_avg.size(), exp_avg_sq.size(), step, n_));
+        absl::StrFormat("CudaTrainerState::Upload: optimizer step %d", step));
   }
-  RM_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(params_, params.data(), n_ * sizeof(float), cudaMemcpyHostToDevice, stream_));
-  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(exp_avg_, exp_avg.data(), n_ * sizeof(float),
-                                          cudaMemcpyHostToDevice, stream_));
-  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(exp_avg_sq_, exp_avg_sq.data(), n_ * sizeof(float),
-                                          cudaMemcpyHostToDevice, stream_));
-  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  RM_RETURN_IF_ERROR(dp_->LoadFrom(params, exp_avg, exp_avg_sq));
   step_ = step;
-  if (model_ != nullptr) model_->WeightsChanged();  // null while Create uploads the first values
+  model_->WeightsChanged();
   return absl::OkStatus();
 }
 
 size_t CudaTrainerState::device_bytes() const {
-  return n_ * (4 * sizeof(float) + 1) + GradNormScratchDoubles(n_) * sizeof(double) +
-         model_->arena_bytes() + gemm_->workspace_bytes() + model_->autocast().device_bytes();
+  return dp_->persistent_bytes() + dp_->pooled_bytes() + model_->arena_bytes() +
+         gemm_->workspace_bytes() + model_->autocast().device_bytes();
 }
 
 }  // namespace ringmaster::trainer::cuda

@@ -1,13 +1,12 @@
-// One device's training state for the CUDA engine: the flat parameters, gradients and AdamW
-// moments (layout.total floats each, the CPU engine's layout, so checkpoints and the Hugging Face
-// export are shared), the CUDA BERT and the step protocol the loop drives:
+// One rank's training state for the CUDA engine: the CUDA BERT, its parameters, gradients and
+// AdamW moments in the CPU engine's flat layout (so checkpoints and the Hugging Face export are
+// shared) held by CudaDataParallel (cuda_data_parallel.h: whole on one device, or sharded over
+// the ranks' devices), and the step protocol the loop drives:
 //   BeginStep (zero gradients) → ForwardBackward per micro-batch (gradients accumulate with the
-//   micro-batch's loss weight) → FinishStep (global norm, clipping, AdamW with the loop's LR).
+//   micro-batch's loss weight; the last one's are reduced over the ranks as backward produces
+//   them) → FinishStep (global norm, clipping, AdamW with the loop's LR).
 // Everything runs on one stream; the host waits only for each micro-batch's loss and the step's
-// gradient norm, which the loop needs for logging and divergence checks.
-//
-// Multi-device reduction (NCCL) goes between the last ForwardBackward and FinishStep; this class
-// is the single-device part (issue #18) that a StepEngine wraps.
+// reduced sums, which the loop needs for logging and divergence checks.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,6 +20,7 @@
 #include "common/trainer_metrics.h"
 #include "jobspec/bert_config.h"
 #include "trainer/cuda/bert_cuda_model.h"
+#include "trainer/cuda/cuda_data_parallel.h"
 #include "trainer/cuda/gemm.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/optim/adamw.h"
@@ -30,6 +30,8 @@ namespace ringmaster::trainer::cuda {
 
 struct CudaTrainerOptions {
   AdamWOptions adam;
+  // How the state is split over the ranks (a world of one holds everything).
+  Sharding sharding = Sharding::kNoShard;
   bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores (sm_80+)
   // GEMM operand precision (autocast.h). fp16 scales the loss dynamically (loss_scaler.h).
   GemmPrecision precision = GemmPrecision::kFp32;
@@ -42,6 +44,8 @@ struct CudaTrainerOptions {
 
 // What FinishStep did.
 struct StepOutcome {
+  double loss = 0;        // Σ over ranks of FinishStep's local_loss
+  double flag_sum = 0;    // Σ over ranks of FinishStep's flag
   double grad_norm = 0;   // before clipping, unscaled; NaN/inf when not finite
   bool skipped = false;   // fp16: a non-finite gradient; nothing applied, the scale lowered
   double loss_scale = 0;  // the scale this step's loss was multiplied by (0: no scaling)
@@ -49,42 +53,54 @@ struct StepOutcome {
 
 class CudaTrainerState {
  public:
-  // Uploads `params` (layout.total floats); moments start at zero, step at 0.
+  // Uploads `params` (layout.total floats, the same on every rank); moments start at zero, step
+  // at 0. `comms`: the ranks' communicators (collectives on device buffers); empty for one.
   static absl::StatusOr<std::unique_ptr<CudaTrainerState>> Create(
       const BertConfig& config, const ParamLayout& layout, const std::vector<float>& params,
-      const CudaTrainerOptions& options);
+      const CudaTrainerOptions& options, const DataParallelComms& comms = {});
   ~CudaTrainerState();
   CudaTrainerState(const CudaTrainerState&) = delete;
   CudaTrainerState& operator=(const CudaTrainerState&) = delete;
 
   absl::Status BeginStep();
-  // Forward + backward of one micro-batch with dropout; gradients += loss_weight · ∂loss/∂θ.
+  // Collective. Forward + backward of one micro-batch with dropout; gradients += loss_weight ·
+  // ∂loss/∂θ; in the step's last micro-batch (`last_of_step`) they are reduced over the ranks.
   // Returns the micro-batch's mean loss.
   absl::StatusOr<float> ForwardBackward(const BertInputs& in, float loss_weight,
-                                        uint64_t dropout_seed);
-  // Clips to `max_grad_norm` (<= 0: no clipping) and applies AdamW with `lr`. Returns the norm
-  // before clipping. fp32/bf16: a non-finite norm is returned and nothing applied (the caller
+                                        uint64_t dropout_seed, bool last_of_step = true);
+  // Collective. The same collectives for a rank without samples in this micro-batch.
+  absl::Status EmptyMicroBatch(bool last_of_step);
+  // Collective. Completes the reductions, sums `local_loss` and `flag` over the ranks, clips to
+  // `max_grad_norm` (<= 0: no clipping) and applies AdamW with `lr`. Returns the norm before
+  // clipping. fp32/bf16: a non-finite norm is returned and nothing applied (the caller
   // decides the step diverged). fp16: the gradients were computed from the loss times the
   // scale; a non-finite norm skips the step (weights and moments untouched, counted, scale
   // halved), a finite one is unscaled before clipping; the scaler's "diverged" verdict (scale
   // below its minimum) is a FailedPrecondition naming the step.
-  absl::StatusOr<StepOutcome> FinishStep(double lr, double max_grad_norm);
-  // Forward without dropout: the mean loss (0 without labels); Logits() then holds (B, C).
+  absl::StatusOr<StepOutcome> FinishStep(double lr, double max_grad_norm, double local_loss = 0,
+                                         float flag = 0);
+  // Collective. Forward without dropout: the mean loss (0 without labels); Logits() then holds
+  // (B, C).
   absl::StatusOr<float> EvalForward(const BertInputs& in);
+  // Collective. The same collectives for a rank without rows in this evaluation pass.
+  absl::Status EmptyEvalForward();
   absl::StatusOr<std::vector<float>> Logits() const { return model_->Logits(); }
 
-  // Host copies for checkpoints and export, and their restore.
+  // Collective (sharded parameters). The full parameters, on the host (export, tests).
   absl::StatusOr<std::vector<float>> DownloadParams() const;
+  // A world of one: the whole state on the host (tests), and its restore.
   absl::Status DownloadOptimizer(std::vector<float>* exp_avg, std::vector<float>* exp_avg_sq) const;
+  // Takes this rank's part of a checkpoint (CudaDataParallel::LoadRanges, compacted): the whole
+  // layout in a world of one. Collective for shard_grad_op.
   absl::Status Upload(const std::vector<float>& params, const std::vector<float>& exp_avg,
                       const std::vector<float>& exp_avg_sq, int64_t step);
+  CudaDataParallel& data_parallel() { return *dp_; }
+  const CudaDataParallel& data_parallel() const { return *dp_; }
   int64_t step() const { return step_; }  // optimizer steps applied (skipped ones not)
   // fp16's scaler, null otherwise (checkpoints keep its state).
   DynamicLossScaler* loss_scaler() { return scaler_.get(); }
   const CudaBertModel& model() const { return *model_; }
 
-  float* grads() { return grads_; }  // device, layout.total floats (for reductions)
-  size_t size() const { return n_; }
   cudaStream_t stream() const { return stream_; }
   // Device bytes held: state buffers + GEMM workspace + activation arena (after a forward).
   size_t device_bytes() const;
@@ -102,15 +118,13 @@ class CudaTrainerState {
   int64_t finish_calls_ = 0;
   std::unique_ptr<DynamicLossScaler> scaler_;
   cudaStream_t stream_ = nullptr;
-  float *params_ = nullptr, *grads_ = nullptr, *exp_avg_ = nullptr, *exp_avg_sq_ = nullptr;
-  uint8_t* decay_mask_ = nullptr;  // 1 where weight decay applies (layout specs)
-  double* norm_scratch_ = nullptr;
-  double* norm_ = nullptr;
+  std::unique_ptr<CudaDataParallel> dp_;
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<CudaBertModel> model_;
   // Step timing: begin/end recorded on stream_; read when the end event has completed.
   // FinishStep's work: norm, loss scaling, clipping, AdamW.
-  absl::StatusOr<StepOutcome> ApplyStep(double lr, double max_grad_norm);
+  absl::StatusOr<StepOutcome> ApplyStep(double lr, double max_grad_norm, double local_loss,
+                                        float flag);
   absl::Status EndStepTiming();  // records step_end_ after the step's last kernel
   void ReadStepTime(bool wait) const;
   cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;

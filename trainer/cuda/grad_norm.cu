@@ -38,13 +38,13 @@ __global__ void SumSquaresPartialKernel(const float* g, size_t n, double* partia
   if (threadIdx.x == 0) partials[blockIdx.x] = s[0];
 }
 
-__global__ void NormFinalKernel(const double* partials, int count, double* norm) {
+__global__ void NormFinalKernel(const double* partials, int count, bool take_sqrt, double* norm) {
   __shared__ double s[kThreads];
   double acc = 0.0;
   for (int i = threadIdx.x; i < count; i += kThreads) acc += partials[i];
   s[threadIdx.x] = acc;
   BlockTreeSum(s);
-  if (threadIdx.x == 0) *norm = sqrt(s[0]);
+  if (threadIdx.x == 0) *norm = take_sqrt ? sqrt(s[0]) : s[0];
 }
 
 __global__ void ClipKernel(float* g, size_t n, const double* norm, double max_norm) {
@@ -57,17 +57,27 @@ __global__ void ClipKernel(float* g, size_t n, const double* norm, double max_no
   }
 }
 
+cudaError_t SumSquares(const float* grads, size_t n, double* scratch, bool take_sqrt,
+                       double* out, cudaStream_t stream) {
+  if (scratch == nullptr || out == nullptr) return cudaErrorInvalidValue;
+  const int blocks = NormBlocks(n);
+  SumSquaresPartialKernel<<<blocks, kThreads, 0, stream>>>(grads, n, scratch);
+  NormFinalKernel<<<1, kThreads, 0, stream>>>(scratch, blocks, take_sqrt, out);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 size_t GradNormScratchDoubles(size_t n) { return static_cast<size_t>(NormBlocks(n)); }
 
 cudaError_t GradNorm(const float* grads, size_t n, double* scratch, double* norm,
                      cudaStream_t stream) {
-  if (scratch == nullptr || norm == nullptr) return cudaErrorInvalidValue;
-  const int blocks = NormBlocks(n);
-  SumSquaresPartialKernel<<<blocks, kThreads, 0, stream>>>(grads, n, scratch);
-  NormFinalKernel<<<1, kThreads, 0, stream>>>(scratch, blocks, norm);
-  return cudaGetLastError();
+  return SumSquares(grads, n, scratch, /*take_sqrt=*/true, norm, stream);
+}
+
+cudaError_t GradSumSquares(const float* grads, size_t n, double* scratch, double* sum,
+                           cudaStream_t stream) {
+  return SumSquares(grads, n, scratch, /*take_sqrt=*/false, sum, stream);
 }
 
 cudaError_t ClipGradNorm(float* grads, size_t n, double max_norm, double* scratch, double* norm,

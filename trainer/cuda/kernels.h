@@ -79,6 +79,10 @@ size_t GradNormScratchDoubles(size_t n);
 // *norm (device) = ‖grads‖₂, sum of squares in double, deterministic.
 cudaError_t GradNorm(const float* grads, size_t n, double* scratch, double* norm,
                      cudaStream_t stream);
+// *sum (device) = Σ grads² in double, the same deterministic reduction as GradNorm (a rank's
+// part of a global norm across shards).
+cudaError_t GradSumSquares(const float* grads, size_t n, double* scratch, double* sum,
+                           cudaStream_t stream);
 // GradNorm, then grads ×= max_norm / (norm + 1e-6) where that is < 1 (max_norm <= 0: no clip).
 cudaError_t ClipGradNorm(float* grads, size_t n, double max_norm, double* scratch, double* norm,
                          cudaStream_t stream);

@@ -335,6 +335,12 @@ TEST(CudaKernels, GradNormAndClip) {
     ASSERT_EQ(cuda::GradNorm(dg.p, n, scratch.p, norm.p, nullptr), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_EQ(norm.Download()[0], first);
+    // The sum of squares alone (a rank's part of a norm across shards): the same reduction.
+    ASSERT_EQ(cuda::GradSumSquares(dg.p, n, scratch.p, norm.p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const double sum = norm.Download()[0];
+    EXPECT_NEAR(sum, ref_norm * ref_norm, 1e-12 * ref_norm * ref_norm);
+    EXPECT_EQ(std::sqrt(sum), first);
     // Clip below the norm (scales), above it (no-op) and disabled.
     for (double max_norm : {0.5 * ref_norm, 2.0 * ref_norm, 0.0}) {
       std::vector<float> clipped = g;

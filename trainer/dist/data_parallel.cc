@@ -70,22 +70,10 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
   dp->group_rank_ = dp->group_->rank();
   dp->group_size_ = dp->group_->size();
 
-  // Units: contiguous runs of specs with the same unit index.
-  for (const ParamSpec& s : layout.specs) {
-    if (dp->units_.empty() || static_cast<int>(dp->units_.size()) <= s.unit) {
-      dp->units_.push_back(Unit{s.offset, 0, 0, 0, 0});
-    }
-    dp->units_.back().numel = s.offset + s.numel - dp->units_.back().begin;
-  }
+  const UnitShards partition = UnitShards::Make(layout, dp->group_rank_, dp->group_size_);
+  dp->units_ = partition.units;
+  dp->local_total_ = partition.local_total;
   const size_t g = static_cast<size_t>(dp->group_size_);
-  for (Unit& u : dp->units_) {
-    u.shard = (u.numel + g - 1) / g;
-    u.local = dp->local_total_;
-    const size_t lo = std::min(u.numel, static_cast<size_t>(dp->group_rank_) * u.shard);
-    const size_t hi = std::min(u.numel, lo + u.shard);
-    u.valid = hi - lo;
-    dp->local_total_ += u.shard;
-  }
   const size_t U = dp->units_.size();
   dp->gathered_.resize(U);
   dp->gather_work_.resize(U);
@@ -109,7 +97,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
     dp->shard_grads_.assign(dp->local_total_, 0.0f);
     std::vector<AdamWRange> ranges;
     for (const Unit& u : dp->units_) {
-      const size_t ob = dp->owned_begin(u), oe = ob + u.valid;
+      const size_t ob = u.owned_begin, oe = ob + u.valid;
       std::copy(initial + ob, initial + oe, dp->shard_params_.begin() + u.local);
       for (const ParamSpec& s : layout.specs) {
         const size_t b = std::max(ob, s.offset), e = std::min(oe, s.offset + s.numel);
@@ -131,7 +119,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
       }
       // The whole rows of this matrix that lie in this rank's shard of its unit.
       const Unit& u = dp->units_[s.unit];
-      const size_t ob = dp->owned_begin(u), oe = ob + u.valid;
+      const size_t ob = u.owned_begin, oe = ob + u.valid;
       const size_t b = std::max(ob, s.offset), e = std::min(oe, s.offset + s.numel);
       if (b >= e) continue;
       const size_t r0 = (b - s.offset + cols - 1) / cols, r1 = (e - s.offset) / cols;
@@ -485,33 +473,22 @@ absl::Status DataParallel::GatherShards(std::vector<float>* out) {
 }
 
 ShardRanges DataParallel::SaveRanges() const {
-  ShardRanges r;
   if (options_.sharding == Sharding::kNoShard) {
     // Every rank holds everything: each writes an equal slice, so writes run in parallel.
-    const size_t w = static_cast<size_t>(comms_.world->size());
-    const size_t k = static_cast<size_t>(comms_.world->rank());
-    const size_t b = layout_.total * k / w, e = layout_.total * (k + 1) / w;
-    if (b < e) r.ranges.push_back({b, e});
-    return r;
+    return EqualSlice(layout_.total, comms_.world->rank(), comms_.world->size());
   }
   // Under hybrid_shard node 0 writes; the other nodes hold the same shards.
-  if (options_.sharding == Sharding::kHybridShard && comms_.inter->rank() != 0) return r;
-  for (const Unit& u : units_) {
-    if (u.valid > 0) r.ranges.push_back({owned_begin(u), owned_begin(u) + u.valid});
-  }
-  return r;
+  if (options_.sharding == Sharding::kHybridShard && comms_.inter->rank() != 0) return {};
+  return UnitShards{units_, local_total_, group_rank_, group_size_}.Owned();
 }
 
 ShardRanges DataParallel::LoadRanges() const {
-  ShardRanges r;
   if (options_.sharding == Sharding::kNoShard) {
+    ShardRanges r;
     r.ranges.push_back({0, layout_.total});
     return r;
   }
-  for (const Unit& u : units_) {
-    if (u.valid > 0) r.ranges.push_back({owned_begin(u), owned_begin(u) + u.valid});
-  }
-  return r;
+  return UnitShards{units_, local_total_, group_rank_, group_size_}.Owned();
 }
 
 void DataParallel::CopyForSave(std::vector<float>* params, std::vector<float>* exp_avg,

@@ -46,6 +46,7 @@
 #include "trainer/comm/comm_queue.h"
 #include "trainer/comm/communicator.h"
 #include "trainer/dist/compression.h"
+#include "trainer/dist/unit_shards.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/optim/adamw.h"
@@ -161,21 +162,13 @@ class DataParallel : public UnitAccess<float> {
   void GradsDone(int unit) override;
 
  private:
-  struct Unit {
-    size_t begin = 0, numel = 0;  // in the flat layout
-    size_t shard = 0;             // per-rank shard size (padded numel / group size)
-    size_t local = 0;             // offset of this unit's shard in the local buffers
-    size_t valid = 0;             // real (unpadded) elements of this rank's shard
-  };
+  using Unit = UnitShard;
 
   DataParallel(const ParamLayout& layout, const DataParallelOptions& options,
                const DataParallelComms& comms);
   bool sharded_params() const;  // full_shard / hybrid_shard
   bool PowerSgdNow() const;     // PowerSGD configured and past its start step
   bool full_params() const { return !sharded_params(); }
-  size_t owned_begin(const Unit& u) const {
-    return u.begin + static_cast<size_t>(group_rank_) * u.shard;
-  }
   void Fail(const absl::Status& s);
   absl::Status GatherShards(std::vector<float>* out);  // full params from the shards
   void IssueGather(int unit);

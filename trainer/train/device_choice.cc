@@ -4,10 +4,7 @@
 
 namespace ringmaster::trainer {
 
-// The most ranks the CUDA engine trains together (cuda_engine.h).
-constexpr int kCudaEngineMaxWorld = 1;
-
-DeviceChoice ChooseAutoDevice(const GpuProbe& probe, int world_size) {
+DeviceChoice ChooseAutoDevice(const GpuProbe& probe, int world_size, bool nccl_built) {
   using jobspec::Device;
   if (!probe.engine_linked) return {Device::kCpu, "this build has no CUDA engine"};
   if (probe.count <= 0) {
@@ -20,9 +17,11 @@ DeviceChoice ChooseAutoDevice(const GpuProbe& probe, int world_size) {
     return {Device::kCpu, absl::StrCat("the only CUDA device is the CPU emulator's (", seen,
                                        "); train.device: cuda runs on it explicitly")};
   }
-  if (world_size > kCudaEngineMaxWorld) {
-    return {Device::kCpu, absl::StrCat("the CUDA engine runs one rank for now, this job has ",
-                                       world_size, "; seen: ", seen)};
+  if (world_size > 1 && !nccl_built) {
+    return {Device::kCpu, absl::StrCat("this job has ", world_size,
+                                       " ranks and this build has no NCCL for the CUDA engine's "
+                                       "collectives; seen: ",
+                                       seen)};
   }
   return {Device::kCuda, seen};
 }

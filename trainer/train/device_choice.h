@@ -26,8 +26,8 @@ struct DeviceChoice {
 
 // Resolves auto for a job of `world_size` ranks. The emulator's device is never chosen
 // automatically: it runs the CUDA engine orders of magnitude slower than the CPU engine;
-// `device: cuda` runs on it explicitly. Nor is a GPU for a world the CUDA engine cannot run yet
-// (one rank until the multi-GPU engine, issue #19).
-DeviceChoice ChooseAutoDevice(const GpuProbe& probe, int world_size);
+// `device: cuda` runs on it explicitly. Several ranks take their GPUs only where the binary has
+// NCCL (`nccl_built`): the CUDA engine's collectives need it.
+DeviceChoice ChooseAutoDevice(const GpuProbe& probe, int world_size, bool nccl_built);
 
 }  // namespace ringmaster::trainer

@@ -48,11 +48,11 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
                     std::vector<float>* logits);
 
 // Builds the step engine of `train.device: cuda` from the loaded model (its config, layout and
-// initial parameters) for a world of `world_size` ranks. A binary linked with the CUDA engine
+// initial parameters) for this rank of `dist`. A binary linked with the CUDA engine
 // (trainer/cuda/cuda_engine.h) passes one to Trainer::Create; without it device cuda is refused.
 using CudaEngineFactory = std::function<absl::StatusOr<std::unique_ptr<StepEngine>>(
     const JobSpec& job, const BertConfig& config, const ParamLayout& layout, const float* initial,
-    int world_size)>;
+    DistContext& dist)>;
 
 class Trainer {
  public:

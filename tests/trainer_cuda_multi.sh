@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# ctest-labels: integration;gpu;serial
+# Several CUDA ranks through `ringmaster-trainer train` (issue #19): two processes with the
+# torchrun environment and train.device: cuda, NCCL between them (on a machine without GPUs: the
+# CUDA emulator and its NCCL stand-in). The same job, dropout off, gives the single-process CPU
+# engine's loss curve under full_shard and no_shard (fp32; only the summation order differs);
+# the full_shard run's 2-rank checkpoint resumes on one CPU process and reaches the same end; a
+# rank killed mid-run makes its peer fail within the collective timeout with an error naming the
+# collective. Skips (77) when the binary has no CUDA engine or no NCCL.
+set -euo pipefail
+T=${TRAINER:?}
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib/ranks.sh"
+work=$(mktemp -d)
+trap 'kill "${RANK_PIDS[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
+"$T" gen-data --out "$work/data" --train 120 --dev 24 --seed 5 >/dev/null
+job() {  # job NAME DEVICE SHARDING MAX_STEPS
+  cat >"$work/$1.yaml" <<YAML
+model:
+  config: {hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 2, intermediate_size: 64,
+           max_position_embeddings: 64, hidden_dropout_prob: 0.0, attention_probs_dropout_prob: 0.0}
+  vocab: data/vocab.txt
+data: {train: data/train.tsv, eval: data/dev.tsv, max_seq_len: 32}
+train: {max_steps: $4, global_batch_size: 8, micro_batch_size: 4, lr: 1.0e-3, warmup_steps: 1,
+        seed: 3, device: $2, precision: fp32}
+output: {dir: $1, checkpoint_every_steps: 3, keep_checkpoints: 5}
+distributed: {sharding: $3, backend: auto}
+YAML
+  echo "$work/$1.yaml"
+}
+losses() { grep -o '"loss":[^,}]*' "$work/$1/metrics.jsonl" | cut -d: -f2; }
+same_curve() {  # $1 $2 = run names: 6 steps, each loss within 1e-4 relative
+  paste <(losses "$1") <(losses "$2") | awk -v a="$1" -v b="$2" '
+    { n++; d = $1 - $2; if (d < 0) d = -d; m = $1 < 0 ? -$1 : $1; r = d / m; if (r > worst) worst = r }
+    END { printf "%s vs %s: max relative loss difference %.2e over %d steps\n", a, b, worst, n
+          exit !(n == 6 && worst < 1e-4) }'
+}
+
+"$T" train --config "$(job cpu cpu no_shard 6)" >"$work/cpu.log" 2>&1 ||
+  { cat "$work/cpu.log"; exit 1; }
+
+launch_ranks 2 1 "$(job full cuda full_shard 6)" "$work/full"
+if ! wait_ranks; then
+  if grep -qE "not available in this build|no NCCL|no usable CUDA device|no CUDA-capable device" \
+    "$work"/full-*.log; then
+    echo "SKIP: $(grep -hE "not available|no NCCL|no usable|no CUDA-capable" "$work"/full-*.log | head -1)"
+    exit 77
+  fi
+  tail -5 "$work"/full-*.log
+  echo "FAIL: the 2-rank CUDA full_shard run failed"
+  exit 1
+fi
+grep -q "the CUDA engine" "$work/full-0.log" || { cat "$work/full-0.log"; echo "FAIL: not the CUDA engine"; exit 1; }
+same_curve cpu full
+
+# The checkpoint: one shard per rank, resumed by one CPU process from step 3.
+ckpt=$work/full/checkpoints/step-00000003
+for f in manifest.json shard-00000-of-00002.safetensors shard-00001-of-00002.safetensors; do
+  [[ -f $ckpt/$f ]] || { echo "FAIL: $ckpt/$f missing"; ls "$ckpt"; exit 1; }
+done
+grep -q '"sharding": *"full_shard"' "$ckpt/manifest.json" ||
+  { cat "$ckpt/manifest.json"; echo "FAIL: the manifest does not say full_shard"; exit 1; }
+mkdir -p "$work/resume/checkpoints"
+cp -r "$ckpt" "$work/resume/checkpoints/"
+"$T" train --config "$(job resume cpu no_shard 6)" >"$work/resume.log" 2>&1 ||
+  { cat "$work/resume.log"; exit 1; }
+grep -q "resumed from .*step-00000003 .*written by 2 rank(s), now 1" "$work/resume.log" ||
+  { cat "$work/resume.log"; echo "FAIL: no resume from the 2-rank CUDA checkpoint"; exit 1; }
+awk -v a="$(losses full | tail -1)" -v b="$(losses resume | tail -1)" 'BEGIN { d = a - b;
+  if (d < 0) d = -d; printf "step 6 loss: 2 CUDA ranks %s, one CPU process resumed at step 3 %s\n", a, b
+  exit !(d / a < 1e-4) }' || { echo "FAIL: the resumed run ends elsewhere"; exit 1; }
+
+launch_ranks 2 1 "$(job ddp cuda no_shard 6)" "$work/ddp"
+wait_ranks || { tail -5 "$work"/ddp-*.log; echo "FAIL: the 2-rank CUDA no_shard run failed"; exit 1; }
+same_curve cpu ddp
+
+# A rank killed mid-run: its peer fails within the collective timeout, naming the collective.
+COLLECTIVE_TIMEOUT_S=30 launch_ranks 2 1 "$(job kill cuda full_shard 1000)" "$work/kill"
+for _ in $(seq 600); do
+  [[ -s $work/kill/metrics.jsonl ]] && grep -q '"step":2' "$work/kill/metrics.jsonl" && break
+  kill -0 "${RANK_PIDS[0]}" 2>/dev/null || break
+  sleep 0.5
+done
+grep -q '"step":2' "$work/kill/metrics.jsonl" || { tail -5 "$work"/kill-*.log; echo "FAIL: no step 2"; exit 1; }
+kill -9 "${RANK_PIDS[1]}"
+start=$SECONDS
+rc=0
+wait "${RANK_PIDS[0]}" || rc=$?
+elapsed=$((SECONDS - start))
+echo "rank 0 exited $rc, ${elapsed} s after rank 1 was killed: $(grep -m1 -iE "error|fail" "$work/kill-0.log" | cut -c1-300)"
+[[ $rc != 0 ]] || { echo "FAIL: rank 0 finished although its peer died"; exit 1; }
+((elapsed < 60)) || { echo "FAIL: rank 0 took ${elapsed} s (timeout 30 s)"; exit 1; }
+grep -qiE "(all_?gather|reduce_?scatter|all_?reduce|broadcast|barrier).*(#|sequence|collective)|collective.*(all_?gather|reduce_?scatter|all_?reduce)" \
+  "$work/kill-0.log" || { cat "$work/kill-0.log"; echo "FAIL: the error does not name the collective"; exit 1; }
+echo "PASS"

@@ -1,0 +1,544 @@
+#include "trainer/cuda/cuda_data_parallel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "trainer/cuda/attention_ops.h"
+#include "trainer/cuda/cuda_status.h"
+#include "trainer/cuda/kernels.h"
+
+namespace ringmaster::trainer::cuda {
+namespace {
+
+// Pooled buffers allocated up front: the most that are in use at once without prefetching (the
+// head kept between forward and backward, the unit being computed, one unit's gradients).
+constexpr int kInitialPool = 3;
+
+// Bytes a ring all-reduce of `floats` sends from each of g ranks: 2(g-1)/g of them.
+uint64_t AllReduceBytes(size_t floats, int g) {
+  return 2 * floats * sizeof(float) * static_cast<uint64_t>(g - 1) / static_cast<uint64_t>(g);
+}
+
+absl::Status CopyToHost(float* dst, const float* src, size_t n, cudaStream_t stream) {
+  RM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  return absl::OkStatus();
+}
+
+absl::Status CopyToDevice(float* dst, const float* src, size_t n, cudaStream_t stream) {
+  RM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
+    const ParamLayout& layout, Sharding sharding, const DataParallelComms& comms,
+    const std::vector<float>& initial, cudaStream_t stream) {
+  if (initial.size() != layout.total) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CudaDataParallel: %d parameters given for a layout of %d", initial.size(), layout.total));
+  }
+  std::unique_ptr<CudaDataParallel> dp(new CudaDataParallel());
+  dp->stream_ = stream;
+  dp->n_ = layout.total;
+  dp->comms_ = comms;
+  dp->world_size_ = comms.world != nullptr ? comms.world->size() : 1;
+  if (dp->world_size_ == 1) sharding = Sharding::kNoShard;  // nothing to shard
+  const bool hybrid = sharding == Sharding::kHybridShard;
+  if (hybrid && (comms.intra == nullptr || comms.inter == nullptr)) {
+    return absl::InvalidArgumentError(
+        "hybrid_shard needs intra-node and inter-node communicators (torchrun's "
+        "LOCAL_WORLD_SIZE must be the same on every node)");
+  }
+  dp->sharding_ = sharding;
+  dp->group_ = hybrid ? comms.intra : comms.world;
+  dp->parts_ = dp->group_ != nullptr
+                   ? UnitShards::Make(layout, dp->group_->rank(), dp->group_->size())
+                   : UnitShards::Make(layout, 0, 1);
+  dp->local_total_ = dp->parts_.local_total;
+  for (int u = 0; u < static_cast<int>(dp->parts_.units.size()); ++u) {
+    dp->max_padded_ = std::max(dp->max_padded_, dp->parts_.padded(u));
+  }
+
+  auto alloc = [&](auto** p, size_t count) -> absl::Status {
+    const size_t bytes = count * sizeof(**p);
+    RM_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(p), std::max<size_t>(bytes, 1)));
+    dp->persistent_bytes_ += bytes;
+    return absl::OkStatus();
+  };
+  const size_t m = dp->update_size();
+  std::vector<uint8_t> mask(m, 0);
+  if (sharding == Sharding::kNoShard) {
+    RM_RETURN_IF_ERROR(alloc(&dp->full_params_, dp->n_));
+    RM_RETURN_IF_ERROR(alloc(&dp->full_grads_, dp->n_));
+    for (const ParamSpec& s : layout.specs) {
+      std::fill_n(mask.begin() + s.offset, s.numel, s.weight_decay ? 1 : 0);
+    }
+    RM_RETURN_IF_ERROR(CopyToDevice(dp->full_params_, initial.data(), dp->n_, stream));
+  } else {
+    if (!dp->sharded_params()) {
+      RM_RETURN_IF_ERROR(alloc(&dp->full_params_, dp->n_));
+      RM_RETURN_IF_ERROR(alloc(&dp->full_grads_, dp->n_));
+      RM_RETURN_IF_ERROR(CopyToDevice(dp->full_params_, initial.data(), dp->n_, stream));
+    }
+    RM_RETURN_IF_ERROR(alloc(&dp->shard_params_, m));
+    RM_RETURN_IF_ERROR(alloc(&dp->shard_grads_, m));
+    std::vector<float> shard(m, 0.0f);  // padding stays zero, and AdamW keeps it so
+    for (const UnitShard& u : dp->parts_.units) {
+      const size_t ob = u.owned_begin, oe = ob + u.valid;
+      std::copy(initial.begin() + ob, initial.begin() + oe, shard.begin() + u.local);
+      for (const ParamSpec& s : layout.specs) {
+        const size_t b = std::max(ob, s.offset), e = std::min(oe, s.offset + s.numel);
+        if (b < e)
+          std::fill(mask.begin() + u.local + (b - ob), mask.begin() + u.local + (e - ob),
+                    s.weight_decay ? 1 : 0);
+      }
+    }
+    RM_RETURN_IF_ERROR(CopyToDevice(dp->shard_params_, shard.data(), m, stream));
+    RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // `shard` goes out of scope
+    size_t max_shard = 0;
+    for (const UnitShard& u : dp->parts_.units) max_shard = std::max(max_shard, u.shard);
+    RM_RETURN_IF_ERROR(alloc(&dp->reduced_, max_shard));
+  }
+  RM_RETURN_IF_ERROR(alloc(&dp->exp_avg_, m));
+  RM_RETURN_IF_ERROR(alloc(&dp->exp_avg_sq_, m));
+  RM_RETURN_IF_ERROR(alloc(&dp->decay_mask_, m));
+  RM_RETURN_IF_ERROR(alloc(&dp->norm_scratch_, GradNormScratchDoubles(m)));
+  RM_RETURN_IF_ERROR(alloc(&dp->sum_sq_, 1));
+  RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dp->exp_avg_, 0, m * sizeof(float), stream));
+  RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dp->exp_avg_sq_, 0, m * sizeof(float), stream));
+  RM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dp->decay_mask_, mask.data(), m, cudaMemcpyHostToDevice, stream));
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  const size_t U = dp->parts_.units.size();
+  dp->gathered_.assign(U, nullptr);
+  dp->unit_grads_.assign(U, nullptr);
+  if (sharding != Sharding::kNoShard) {
+    std::vector<float*> warm;
+    for (int i = 0; i < kInitialPool; ++i) {
+      RM_ASSIGN_OR_RETURN(float* p, dp->Take());
+      warm.push_back(p);
+    }
+    for (float* p : warm) dp->Give(p);
+    RM_RETURN_IF_ERROR(alloc(&dp->spare_, dp->max_padded_));
+  }
+  return dp;
+}
+
+CudaDataParallel::~CudaDataParallel() {
+  for (const std::shared_ptr<Work>& w : pending_) w->Wait().IgnoreError();
+  for (void* p : {static_cast<void*>(full_params_), static_cast<void*>(full_grads_),
+                  static_cast<void*>(shard_params_), static_cast<void*>(shard_grads_),
+                  static_cast<void*>(exp_avg_), static_cast<void*>(exp_avg_sq_),
+                  static_cast<void*>(decay_mask_), static_cast<void*>(reduced_),
+                  static_cast<void*>(norm_scratch_), static_cast<void*>(sum_sq_),
+                  static_cast<void*>(spare_), small_}) {
+    if (p != nullptr) cudaFree(p);
+  }
+  for (float* p : all_pooled_) cudaFree(p);
+}
+
+void CudaDataParallel::Fail(const absl::Status& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failure_.ok()) failure_ = s;
+}
+
+absl::Status CudaDataParallel::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+absl::Status CudaDataParallel::Settle() {
+  std::vector<std::shared_ptr<Work>> works;
+  works.swap(pending_);
+  for (const std::shared_ptr<Work>& w : works) {
+    if (absl::Status s = w->Wait(); !s.ok()) Fail(s);
+  }
+  return status();
+}
+
+absl::StatusOr<float*> CudaDataParallel::Take() {
+  if (!pool_.empty()) {
+    float* p = pool_.back();
+    pool_.pop_back();
+    return p;
+  }
+  float* p = nullptr;
+  RM_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&p), max_padded_ * sizeof(float)));
+  all_pooled_.push_back(p);
+  return p;
+}
+
+void CudaDataParallel::Give(float* p) {
+  if (p != nullptr) pool_.push_back(p);
+}
+
+size_t CudaDataParallel::pooled_bytes() const {
+  return all_pooled_.size() * max_padded_ * sizeof(float) + small_bytes_;
+}
+
+absl::Status CudaDataParallel::BeginStep() {
+  if (full_grads_ != nullptr) {
+    RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(full_grads_, 0, n_ * sizeof(float), stream_));
+  }
+  if (shard_grads_ != nullptr) {
+    RM_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(shard_grads_, 0, local_total_ * sizeof(float), stream_));
+  }
+  return absl::OkStatus();
+}
+
+void CudaDataParallel::BeginMicroBatch(bool last_of_step, bool training) {
+  last_micro_ = last_of_step;
+  training_ = training;
+  backward_ = false;
+}
+
+absl::Status CudaDataParallel::GatherUnit(int unit, float* out) {
+  const UnitShard& u = parts_.units[unit];
+  const float* mine = shard_params_ + u.local;
+  if (group_->size() == 1) {
+    RM_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(out, mine, u.shard * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    return absl::OkStatus();
+  }
+  comm_.gather_bytes += u.shard * sizeof(float) * static_cast<uint64_t>(group_->size() - 1);
+  Keep(group_->AllGatherAsync(mine, out, u.shard, DataType::kFloat32, stream()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaDataParallel::ReduceScatterInto(int unit, const float* padded, float* out) {
+  const UnitShard& u = parts_.units[unit];
+  const int g = group_->size();
+  if (g == 1) {
+    RM_CUDA_RETURN_IF_ERROR(AddInPlace(out, padded, u.shard, stream_));
+    return absl::OkStatus();
+  }
+  const uint64_t bytes = u.shard * sizeof(float) * static_cast<uint64_t>(g - 1);
+  comm_.reduce_raw_bytes += bytes;
+  comm_.reduce_wire_bytes += bytes;
+  Keep(group_->ReduceScatterSumAsync(padded, reduced_, u.shard, DataType::kFloat32, stream()));
+  RM_CUDA_RETURN_IF_ERROR(AddInPlace(out, reduced_, u.shard, stream_));
+  return absl::OkStatus();
+}
+
+const float* CudaDataParallel::AcquireParams(int unit) {
+  const UnitShard& u = parts_.units[unit];
+  if (!sharded_params()) return full_params_ + u.begin;
+  if (gathered_[unit] != nullptr) return gathered_[unit];  // the head, kept for backward
+  absl::StatusOr<float*> buf = Take();
+  if (!buf.ok()) {
+    // The pass cannot stop here: it runs on in the spare buffer and the step reports this.
+    Fail(buf.status());
+    return spare_;
+  }
+  gathered_[unit] = *buf;
+  if (absl::Status s = GatherUnit(unit, *buf); !s.ok()) Fail(s);
+  return gathered_[unit];
+}
+
+void CudaDataParallel::ReleaseParams(int unit) {
+  if (!sharded_params()) return;
+  // The head is used again at once by backward: keep it (as FSDP keeps its root unit).
+  if (training_ && !backward_ && unit + 1 == static_cast<int>(parts_.units.size())) return;
+  Give(gathered_[unit]);
+  gathered_[unit] = nullptr;
+}
+
+float* CudaDataParallel::AcquireGrads(int unit) {
+  const UnitShard& u = parts_.units[unit];
+  if (!sharded_params()) return full_grads_ + u.begin;
+  absl::StatusOr<float*> buf = Take();
+  if (!buf.ok()) {
+    Fail(buf.status());
+    return spare_;
+  }
+  unit_grads_[unit] = *buf;
+  if (cudaError_t e = cudaMemsetAsync(*buf, 0, parts_.padded(unit) * sizeof(float), stream_);
+      e != cudaSuccess) {
+    Fail(CudaStatus(e, "cudaMemsetAsync", __FILE__, __LINE__));
+  }
+  return *buf;
+}
+
+void CudaDataParallel::GradsDone(int unit) {
+  const UnitShard& u = parts_.units[unit];
+  absl::Status s;
+  switch (sharding_) {
+    case Sharding::kNoShard:
+      if (!last_micro_ || world_size_ == 1) return;
+      comm_.reduce_raw_bytes += AllReduceBytes(u.numel, world_size_);
+      comm_.reduce_wire_bytes += AllReduceBytes(u.numel, world_size_);
+      Keep(comms_.world->AllReduceSumAsync(full_grads_ + u.begin, u.numel, DataType::kFloat32,
+                                           stream()));
+      return;
+    case Sharding::kShardGradOp: {
+      if (!last_micro_) return;
+      absl::StatusOr<float*> buf = Take();
+      if (!buf.ok()) {
+        Fail(buf.status());
+        return;
+      }
+      const size_t padded = parts_.padded(unit);
+      cudaError_t e = cudaMemcpyAsync(*buf, full_grads_ + u.begin, u.numel * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream_);
+      if (e == cudaSuccess && padded > u.numel) {
+        e = cudaMemsetAsync(*buf + u.numel, 0, (padded - u.numel) * sizeof(float), stream_);
+      }
+      s = e == cudaSuccess ? ReduceScatterInto(unit, *buf, shard_grads_ + u.local)
+                           : CudaStatus(e, "cudaMemcpyAsync", __FILE__, __LINE__);
+      Give(*buf);
+      break;
+    }
+    case Sharding::kFullShard:
+    case Sharding::kHybridShard:
+      if (unit_grads_[unit] == nullptr) return;  // AcquireGrads failed (already reported)
+      s = ReduceScatterInto(unit, unit_grads_[unit], shard_grads_ + u.local);
+      Give(unit_grads_[unit]);
+      unit_grads_[unit] = nullptr;
+      break;
+  }
+  if (!s.ok()) Fail(s);
+}
+
+void CudaDataParallel::RunEmptyMicroBatch(int num_units) {
+  backward_ = false;
+  for (int u = 0; u < num_units; ++u) {
+    AcquireParams(u);
+    ReleaseParams(u);
+  }
+  backward_ = true;
+  for (int u = num_units - 1; u >= 0; --u) {
+    AcquireParams(u);
+    AcquireGrads(u);
+    GradsDone(u);
+    ReleaseParams(u);
+  }
+}
+
+void CudaDataParallel::RunEmptyForward(int num_units) {
+  backward_ = false;
+  for (int u = 0; u < num_units; ++u) {
+    AcquireParams(u);
+    ReleaseParams(u);
+  }
+}
+
+absl::StatusOr<ReducedStep> CudaDataParallel::Reduce(double local_loss, float flag) {
+  RM_RETURN_IF_ERROR(status());
+  const bool hybrid = sharding_ == Sharding::kHybridShard;
+  if (hybrid && comms_.inter->size() > 1) {
+    const uint64_t bytes = AllReduceBytes(local_total_, comms_.inter->size());
+    comm_.reduce_raw_bytes += bytes;
+    comm_.reduce_wire_bytes += bytes;
+    Keep(comms_.inter->AllReduceSumAsync(shard_grads_, local_total_, DataType::kFloat32, stream()));
+  }
+  // Each element of the gradient counted once: rank 0 for replicated gradients, shard owners
+  // otherwise (only node 0's under hybrid_shard, where every node holds the same shards).
+  const bool counts = sharding_ == Sharding::kNoShard
+                          ? comms_.world == nullptr || comms_.world->rank() == 0
+                      : hybrid ? comms_.inter->rank() == 0
+                               : true;
+  double sq = 0;
+  if (counts) {
+    RM_CUDA_RETURN_IF_ERROR(
+        GradSumSquares(update_grads(), update_size(), norm_scratch_, sum_sq_, stream_));
+    RM_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(&sq, sum_sq_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  }
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  RM_RETURN_IF_ERROR(Settle());
+  ReducedStep out{local_loss, sq, flag};
+  if (world_size_ == 1) return out;
+  // Sum the three values in double, in rank order, identically on every rank: each rank's
+  // values gathered as bytes (the collectives have no fp64 sum).
+  const size_t w = static_cast<size_t>(world_size_);
+  const size_t need = sizeof(double) * 3 * (w + 1);
+  if (small_bytes_ < need) {
+    if (small_ != nullptr) cudaFree(small_);
+    small_ = nullptr;
+    small_bytes_ = 0;
+    RM_CUDA_RETURN_IF_ERROR(cudaMalloc(&small_, need));
+    small_bytes_ = need;
+  }
+  const double mine[3] = {local_loss, sq, static_cast<double>(flag)};
+  std::vector<double> all(3 * w);
+  auto* base = static_cast<unsigned char*>(small_);
+  RM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(base, mine, sizeof(mine), cudaMemcpyHostToDevice, stream_));
+  Keep(comms_.world->AllGatherAsync(base, base + sizeof(mine), sizeof(mine), DataType::kBytes,
+                                    stream()));
+  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(all.data(), base + sizeof(mine),
+                                          all.size() * sizeof(double), cudaMemcpyDeviceToHost,
+                                          stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  RM_RETURN_IF_ERROR(Settle());
+  out = ReducedStep{};
+  for (size_t r = 0; r < w; ++r) {
+    out.loss += all[3 * r];
+    out.grad_sq += all[3 * r + 1];
+    out.flag_sum += all[3 * r + 2];
+  }
+  return out;
+}
+
+absl::Status CudaDataParallel::Update(int64_t step, double lr, const AdamWOptions& adam) {
+  float* params = sharding_ == Sharding::kNoShard ? full_params_ : shard_params_;
+  RM_CUDA_RETURN_IF_ERROR(AdamWStep(params, update_grads(), exp_avg_, exp_avg_sq_, decay_mask_,
+                                    update_size(), step, lr, adam.beta1, adam.beta2, adam.eps,
+                                    adam.weight_decay, stream_));
+  if (sharding_ != Sharding::kShardGradOp) return absl::OkStatus();
+  // Publish the updated shards into every rank's full parameters.
+  RM_ASSIGN_OR_RETURN(float* buf, Take());
+  absl::Status s;
+  for (int unit = 0; unit < static_cast<int>(parts_.units.size()) && s.ok(); ++unit) {
+    s = GatherUnit(unit, buf);
+    if (s.ok()) {
+      const UnitShard& u = parts_.units[unit];
+      if (cudaError_t e = cudaMemcpyAsync(full_params_ + u.begin, buf, u.numel * sizeof(float),
+                                          cudaMemcpyDeviceToDevice, stream_);
+          e != cudaSuccess) {
+        s = CudaStatus(e, "cudaMemcpyAsync", __FILE__, __LINE__);
+      }
+    }
+  }
+  Give(buf);
+  return s;
+}
+
+absl::Status CudaDataParallel::AllReduceWorld(std::vector<float>* values) {
+  if (world_size_ == 1 || values->empty()) return absl::OkStatus();
+  const size_t need = values->size() * sizeof(float);
+  if (small_bytes_ < need) {
+    if (small_ != nullptr) cudaFree(small_);
+    small_ = nullptr;
+    small_bytes_ = 0;
+    RM_CUDA_RETURN_IF_ERROR(cudaMalloc(&small_, need));
+    small_bytes_ = need;
+  }
+  float* d = static_cast<float*>(small_);
+  RM_RETURN_IF_ERROR(CopyToDevice(d, values->data(), values->size(), stream_));
+  Keep(comms_.world->AllReduceSumAsync(d, values->size(), DataType::kFloat32, stream()));
+  RM_RETURN_IF_ERROR(CopyToHost(values->data(), d, values->size(), stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Settle();
+}
+
+absl::Status CudaDataParallel::Barrier() {
+  if (world_size_ == 1) return absl::OkStatus();
+  Keep(comms_.world->BarrierAsync(stream()));
+  return Settle();
+}
+
+absl::Status CudaDataParallel::GatherFullParams(std::vector<float>* out) {
+  out->assign(n_, 0.0f);
+  if (!sharded_params()) {
+    RM_RETURN_IF_ERROR(CopyToHost(out->data(), full_params_, n_, stream_));
+  } else {
+    RM_ASSIGN_OR_RETURN(float* buf, Take());
+    absl::Status s;
+    for (int unit = 0; unit < static_cast<int>(parts_.units.size()) && s.ok(); ++unit) {
+      const UnitShard& u = parts_.units[unit];
+      s = GatherUnit(unit, buf);
+      if (s.ok()) s = CopyToHost(out->data() + u.begin, buf, u.numel, stream_);
+      // The host copy is asynchronous: wait before the buffer is reused by the next unit.
+      if (s.ok() && cudaStreamSynchronize(stream_) != cudaSuccess) {
+        s = absl::InternalError("GatherFullParams: cudaStreamSynchronize failed");
+      }
+    }
+    Give(buf);
+    RM_RETURN_IF_ERROR(s);
+  }
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Settle();
+}
+
+ShardRanges CudaDataParallel::SaveRanges() const {
+  if (sharding_ == Sharding::kNoShard) {
+    return comms_.world == nullptr ? EqualSlice(n_, 0, 1)
+                                   : EqualSlice(n_, comms_.world->rank(), comms_.world->size());
+  }
+  // Under hybrid_shard node 0 writes; the other nodes hold the same shards.
+  if (sharding_ == Sharding::kHybridShard && comms_.inter->rank() != 0) return {};
+  return parts_.Owned();
+}
+
+ShardRanges CudaDataParallel::LoadRanges() const {
+  if (sharding_ == Sharding::kNoShard) return EqualSlice(n_, 0, 1);
+  return parts_.Owned();
+}
+
+absl::Status CudaDataParallel::CopyForSave(std::vector<float>* params, std::vector<float>* exp_avg,
+                                           std::vector<float>* exp_avg_sq) const {
+  const ShardRanges r = SaveRanges();
+  params->resize(r.local_numel());
+  exp_avg->resize(r.local_numel());
+  exp_avg_sq->resize(r.local_numel());
+  size_t pos = 0;
+  auto copy = [&](size_t from, size_t count, const float* p) -> absl::Status {
+    RM_RETURN_IF_ERROR(CopyToHost(params->data() + pos, p + from, count, stream_));
+    RM_RETURN_IF_ERROR(CopyToHost(exp_avg->data() + pos, exp_avg_ + from, count, stream_));
+    RM_RETURN_IF_ERROR(CopyToHost(exp_avg_sq->data() + pos, exp_avg_sq_ + from, count, stream_));
+    pos += count;
+    return absl::OkStatus();
+  };
+  if (sharding_ == Sharding::kNoShard) {
+    for (const auto& [b, e] : r.ranges) RM_RETURN_IF_ERROR(copy(b, e - b, full_params_));
+  } else if (!r.ranges.empty()) {
+    for (const UnitShard& u : parts_.units) {
+      if (u.valid > 0) RM_RETURN_IF_ERROR(copy(u.local, u.valid, shard_params_));
+    }
+  }
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaDataParallel::LoadFrom(const std::vector<float>& params,
+                                        const std::vector<float>& exp_avg,
+                                        const std::vector<float>& exp_avg_sq) {
+  const size_t want = LoadRanges().local_numel();
+  if (params.size() != want || exp_avg.size() != want || exp_avg_sq.size() != want) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CudaDataParallel::LoadFrom: %d/%d/%d values for this rank's %d (sharding %s)",
+        params.size(), exp_avg.size(), exp_avg_sq.size(), want, ShardingName(sharding_)));
+  }
+  size_t pos = 0;
+  auto copy = [&](size_t to, size_t count, float* p) -> absl::Status {
+    RM_RETURN_IF_ERROR(CopyToDevice(p + to, params.data() + pos, count, stream_));
+    RM_RETURN_IF_ERROR(CopyToDevice(exp_avg_ + to, exp_avg.data() + pos, count, stream_));
+    RM_RETURN_IF_ERROR(CopyToDevice(exp_avg_sq_ + to, exp_avg_sq.data() + pos, count, stream_));
+    pos += count;
+    return absl::OkStatus();
+  };
+  if (sharding_ == Sharding::kNoShard) {
+    RM_RETURN_IF_ERROR(copy(0, n_, full_params_));
+  } else {
+    for (const UnitShard& u : parts_.units) {
+      if (u.valid > 0) RM_RETURN_IF_ERROR(copy(u.local, u.valid, shard_params_));
+    }
+  }
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (sharding_ != Sharding::kShardGradOp) return absl::OkStatus();
+  // shard_grad_op: rebuild the full parameters from the loaded shards (collective).
+  RM_ASSIGN_OR_RETURN(float* buf, Take());
+  absl::Status s;
+  for (int unit = 0; unit < static_cast<int>(parts_.units.size()) && s.ok(); ++unit) {
+    const UnitShard& u = parts_.units[unit];
+    s = GatherUnit(unit, buf);
+    if (s.ok() && cudaMemcpyAsync(full_params_ + u.begin, buf, u.numel * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, stream_) != cudaSuccess) {
+      s = absl::InternalError("LoadFrom: cudaMemcpyAsync failed");
+    }
+  }
+  Give(buf);
+  RM_RETURN_IF_ERROR(s);
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Settle();
+}
+
+}  // namespace ringmaster::trainer::cuda

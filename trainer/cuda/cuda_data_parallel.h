@@ -1,0 +1,168 @@
+// The CUDA engine's parameters, gradients and AdamW state, held on one device and, with several
+// ranks, sharded FSDP-style over a communicator whose collectives take device buffers (NCCL).
+// The GPU counterpart of trainer/dist/data_parallel.h, with its strategies and its partition
+// (trainer/dist/unit_shards.h), so a checkpoint names the same ranges on either engine:
+//   no_shard       full parameters, gradients and moments on every rank; each unit's gradients
+//                  are all-reduced when backward is done with them in the step's last
+//                  micro-batch.
+//   shard_grad_op  full parameters; each unit's gradients are reduce-scattered to their owners
+//                  in the last micro-batch; AdamW updates the local shards, which are then
+//                  all-gathered into the full parameters.
+//   full_shard     only the local shard of every unit is kept; a unit is all-gathered into a
+//                  pooled buffer when the model acquires it, and its gradients (a pooled,
+//                  zeroed buffer per unit) are reduce-scattered and added to the shard after
+//                  every micro-batch.
+//   hybrid_shard   full_shard within the intra-node group, then the shard gradients all-reduced
+//                  across nodes (the inter-node group).
+// A world of one holds everything (no_shard) and issues no collective.
+//
+// Streams: everything, collectives included, is enqueued on the one stream given, so every
+// operation is ordered after what it reads and before what reads it, and the host never waits
+// for a collective it issues. Their Works are kept and settled (waited for, errors surfaced) at
+// the step's reduction and the other host synchronisation points. Communication does not
+// overlap compute yet: that needs a second stream and events (issue #19, item 3).
+//
+// Errors inside a pass (UnitAccess cannot return one) are kept: status() and the next
+// reduction report the first.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/trainer_metrics.h"
+#include "trainer/comm/communicator.h"
+#include "trainer/dist/data_parallel.h"
+#include "trainer/dist/unit_shards.h"
+#include "trainer/model/bert_model.h"
+#include "trainer/model/bert_params.h"
+#include "trainer/optim/adamw.h"
+
+namespace ringmaster::trainer::cuda {
+
+// What the ranks' reductions of one step add up to.
+struct ReducedStep {
+  double loss = 0;      // Σ over ranks of their local Σ loss·weight
+  double grad_sq = 0;   // Σ of the squared reduced gradients, each element counted once
+  double flag_sum = 0;  // Σ over ranks of their flags
+};
+
+class CudaDataParallel : public UnitAccess<float> {
+ public:
+  // `initial`: layout.total parameters (host), the same on every rank. `comms.world` null: a
+  // world of one. Buffers are device memory of the current device; `stream` must outlive this.
+  static absl::StatusOr<std::unique_ptr<CudaDataParallel>> Create(const ParamLayout& layout,
+                                                                  Sharding sharding,
+                                                                  const DataParallelComms& comms,
+                                                                  const std::vector<float>& initial,
+                                                                  cudaStream_t stream);
+  ~CudaDataParallel() override;
+  CudaDataParallel(const CudaDataParallel&) = delete;
+  CudaDataParallel& operator=(const CudaDataParallel&) = delete;
+
+  Sharding sharding() const { return sharding_; }
+  int world_size() const { return world_size_; }
+
+  // Step protocol (as DataParallel's): BeginStep; per micro-batch BeginMicroBatch, the model's
+  // Forward, BeginBackward, its Backward (or RunEmptyMicroBatch); then Reduce and Update.
+  absl::Status BeginStep();  // zeroes the gradients (enqueued)
+  void BeginMicroBatch(bool last_of_step, bool training);
+  void BeginBackward() { backward_ = true; }
+  // The same collectives as a Forward + Backward with zero gradients (a rank without samples).
+  void RunEmptyMicroBatch(int num_units);
+  // The same collectives as a Forward (evaluation on a rank without rows).
+  void RunEmptyForward(int num_units);
+
+  // First failure of a collective issued inside a pass.
+  absl::Status status() const;
+  // Waits for the collectives issued so far; their first failure.
+  absl::Status Settle();
+
+  // Collective. Completes the step's gradient reductions and sums over ranks `local_loss`,
+  // the squares of the reduced gradients and `flag`. Reads back to the host (synchronises).
+  absl::StatusOr<ReducedStep> Reduce(double local_loss, float flag);
+  // The reduced gradients this rank updates: full (no_shard) or its shards (device).
+  float* update_grads() { return sharding_ == Sharding::kNoShard ? full_grads_ : shard_grads_; }
+  size_t update_size() const { return sharding_ == Sharding::kNoShard ? n_ : local_total_; }
+  // AdamW step `step` (1-based) with `lr` on this rank's part, then (shard_grad_op) the updated
+  // shards all-gathered into the full parameters. Collective for shard_grad_op.
+  absl::Status Update(int64_t step, double lr, const AdamWOptions& adam);
+
+  // Collective. Sum over ranks of a few host values (staged through device memory).
+  absl::Status AllReduceWorld(std::vector<float>* values);
+  absl::Status Barrier();
+  // Collective (under full_shard / hybrid_shard). The full parameters, on the host.
+  absl::Status GatherFullParams(std::vector<float>* out);
+
+  // Checkpoints: what this rank writes (the ranges tile the layout over the ranks) and what it
+  // needs to resume, the same ranges as the CPU engine's for the same sharding and world.
+  ShardRanges SaveRanges() const;
+  ShardRanges LoadRanges() const;
+  // Host copies of SaveRanges' parameters and moments, compacted in range order.
+  absl::Status CopyForSave(std::vector<float>* params, std::vector<float>* exp_avg,
+                           std::vector<float>* exp_avg_sq) const;
+  // Takes LoadRanges' values (compacted). Collective for shard_grad_op (rebuilds the full
+  // parameters from the shards).
+  absl::Status LoadFrom(const std::vector<float>& params, const std::vector<float>& exp_avg,
+                        const std::vector<float>& exp_avg_sq);
+
+  size_t persistent_bytes() const { return persistent_bytes_; }
+  size_t pooled_bytes() const;  // gathered units, unit gradients, scratch: allocated so far
+  const CommTotals& comm_totals() const { return comm_; }
+
+  // UnitAccess (device pointers).
+  const float* AcquireParams(int unit) override;
+  void ReleaseParams(int unit) override;
+  float* AcquireGrads(int unit) override;
+  void GradsDone(int unit) override;
+
+ private:
+  CudaDataParallel() = default;
+  bool sharded_params() const {
+    return sharding_ == Sharding::kFullShard || sharding_ == Sharding::kHybridShard;
+  }
+  CommStream stream() const { return CommStream(stream_); }
+  void Fail(const absl::Status& s);
+  void Keep(std::shared_ptr<Work> w) { pending_.push_back(std::move(w)); }
+  absl::StatusOr<float*> Take();  // a pooled buffer of max_padded_ floats
+  void Give(float* p);            // back to the pool (stream order keeps reuse safe)
+  absl::Status GatherUnit(int unit, float* out);  // all-gather unit's shards into `out` (padded)
+  absl::Status ReduceScatterInto(int unit, const float* padded, float* out);
+
+  Sharding sharding_ = Sharding::kNoShard;
+  DataParallelComms comms_;
+  Communicator* group_ = nullptr;  // the shard group: world, or intra under hybrid_shard
+  int world_size_ = 1;
+  cudaStream_t stream_ = nullptr;
+  size_t n_ = 0;
+  UnitShards parts_;
+  size_t local_total_ = 0, max_padded_ = 0;
+
+  // Device buffers (null where the strategy has none).
+  float *full_params_ = nullptr, *full_grads_ = nullptr;
+  float *shard_params_ = nullptr, *shard_grads_ = nullptr;
+  float *exp_avg_ = nullptr, *exp_avg_sq_ = nullptr;    // update_size() floats
+  uint8_t* decay_mask_ = nullptr;                       // update_size() bytes
+  float* reduced_ = nullptr;                            // a unit's reduce-scatter output
+  double *norm_scratch_ = nullptr, *sum_sq_ = nullptr;  // GradSumSquares' scratch and result
+  float* spare_ = nullptr;  // handed out when the pool cannot grow (the failure is kept)
+  void* small_ = nullptr;   // staging for host values
+  size_t small_bytes_ = 0;
+  size_t persistent_bytes_ = 0;
+
+  std::vector<float*> pool_, all_pooled_;
+  std::vector<float*> gathered_, unit_grads_;  // per unit: pooled buffers in use
+  std::vector<std::shared_ptr<Work>> pending_;
+  bool training_ = false, last_micro_ = true, backward_ = false;
+  CommTotals comm_;
+  mutable std::mutex mu_;
+  absl::Status failure_;
+};
+
+}  // namespace ringmaster::trainer::cuda
