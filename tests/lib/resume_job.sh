@@ -6,7 +6,8 @@
 #   resume_job OUT          writes $CP_WORK/OUT.yaml (output dir OUT) and prints its path. BERT
 #                           H64 L2, no dropout, a checkpoint every 4 steps, all kept. Set before:
 #                           RJ_NAME, RJ_STEPS, RJ_SHARDING, RJ_NODES, RJ_RESTARTS; optional
-#                           RJ_SEED (11), RJ_BATCH (16, global), RJ_EPOCHS (3)
+#                           RJ_SEED (11), RJ_BATCH (16, global), RJ_EPOCHS (3), RJ_TRAIN_EXTRA
+#                           (more train keys, e.g. "device: auto, precision: fp32")
 #   resume_reference        runs the job in one process into $CP_WORK/ref (exits on failure)
 #   rank_pid JOB GEN RANK   pid of the trainer of rank RANK in generation GEN, or nothing
 #   resumed_step JOB GEN    the step generation GEN resumed from (its rank 0's log), or nothing
@@ -27,7 +28,7 @@ model:
   vocab: data/vocab.txt
 data: {train: data/train.tsv, eval: data/dev.tsv, max_seq_len: 48, shuffle: true}
 train: {epochs: ${RJ_EPOCHS:-3}, max_steps: ${RJ_STEPS:?}, global_batch_size: ${RJ_BATCH:-16},
-        micro_batch_size: 8, lr: 2.0e-3, warmup_steps: 2, seed: ${RJ_SEED:-11}, max_grad_norm: 0.5}
+        micro_batch_size: 8, lr: 2.0e-3, warmup_steps: 2, seed: ${RJ_SEED:-11}, max_grad_norm: 0.5${RJ_TRAIN_EXTRA:+, $RJ_TRAIN_EXTRA}}
 output: {dir: $1, checkpoint_every_steps: 4, keep_checkpoints: 100}
 distributed: {sharding: ${RJ_SHARDING:?}, nodes: "${RJ_NODES:?}", procs_per_node: 1}
 restart: {max_restarts: ${RJ_RESTARTS:?}}
