@@ -12,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -209,6 +210,12 @@ std::vector<std::string> RunDevice(int g, const std::vector<Case>& cases, Result
   return errors;
 }
 
+std::string Hex(uint32_t bits) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", bits);
+  return buf;
+}
+
 ::testing::AssertionResult SameBits(const std::vector<float>& want, const std::vector<float>& got) {
   if (want.size() != got.size()) {
     return ::testing::AssertionFailure() << "sizes " << want.size() << " vs " << got.size();
@@ -217,8 +224,8 @@ std::vector<std::string> RunDevice(int g, const std::vector<Case>& cases, Result
     const uint32_t a = std::bit_cast<uint32_t>(want[i]), b = std::bit_cast<uint32_t>(got[i]);
     if (a != b) {
       return ::testing::AssertionFailure()
-             << "first difference at " << i << ": want " << want[i] << " (0x" << std::hex << a
-             << "), got " << got[i] << " (0x" << b << ")";
+             << "first difference at " << i << ": want " << want[i] << " (" << Hex(a) << "), got "
+             << got[i] << " (" << Hex(b) << ")";
     }
   }
   return ::testing::AssertionSuccess();

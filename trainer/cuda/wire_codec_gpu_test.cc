@@ -13,9 +13,11 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "trainer/cuda/device_array.h"
@@ -37,6 +39,12 @@ std::vector<uint32_t> AsBits(const std::vector<float>& v) {
   return b;
 }
 
+std::string Hex(uint32_t bits) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", bits);
+  return buf;
+}
+
 // Bit-for-bit equality, naming the first difference.
 ::testing::AssertionResult SameFloatBits(const std::vector<float>& want,
                                          const std::vector<float>& got) {
@@ -47,8 +55,8 @@ std::vector<uint32_t> AsBits(const std::vector<float>& v) {
   for (size_t i = 0; i < x.size(); ++i) {
     if (x[i] != y[i]) {
       return ::testing::AssertionFailure()
-             << "first difference at " << i << " of " << x.size() << ": want 0x" << std::hex << x[i]
-             << " (" << want[i] << "), got 0x" << y[i] << " (" << got[i] << ")";
+             << "first difference at " << i << " of " << x.size() << ": want " << Hex(x[i]) << " ("
+             << want[i] << "), got " << Hex(y[i]) << " (" << got[i] << ")";
     }
   }
   return ::testing::AssertionSuccess();
