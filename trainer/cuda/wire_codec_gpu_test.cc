@@ -142,6 +142,19 @@ TEST(WireCodecGpu, RandomDataMatchesTheCpuCodec) {
   }
 }
 
+// Past 2048 blocks (kMaxGrid in wire_codec.cu) every kernel loops over blocks: the second
+// round must see the same bytes as the first.
+TEST(WireCodecGpu, GridStrideBeyondTheGridMatchesTheCpuCodec) {
+  if (!cuda::HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const size_t n = 2048 * 256 * 2 + 1000;
+  const std::vector<float> x = Normal(n, 1.0f, 41);
+  const std::vector<float> residual = Normal(n, 1e-3f, 42);
+  const std::vector<float> acc = Normal(n, 1.0f, 43);
+  for (WireCodec c : {WireCodec::kFp16, WireCodec::kInt8}) {
+    ExpectDeviceMatchesCpu(c, x, &residual, acc);
+  }
+}
+
 // Error feedback over successive encodes: the residual the device leaves is the one the CPU
 // leaves, step after step.
 TEST(WireCodecGpu, ErrorFeedbackCarriesOverAsOnTheCpu) {
@@ -277,7 +290,9 @@ TEST(WireCodecGpu, DecodeOfArbitraryBytesMatchesTheCpuCodec) {
 // The zero-chunk mask against a direct reading of its definition.
 TEST(WireCodecGpu, ChunkMaskMarksChunksWithANonZeroValueOrResidual) {
   if (!cuda::HaveGpu()) GTEST_SKIP() << "no CUDA device";
-  for (size_t n : {size_t{1}, size_t{255}, size_t{256}, size_t{2049}, size_t{256 * 19 + 5}}) {
+  // The last size has more mask bytes than the kernel's grid: its blocks loop.
+  for (size_t n : {size_t{1}, size_t{255}, size_t{256}, size_t{2049}, size_t{256 * 19 + 5},
+                   size_t{2048 * 8 * 256 + 300}}) {
     SCOPED_TRACE(::testing::Message() << "n=" << n);
     const size_t chunks = (n + 255) / 256;
     std::vector<float> data(n, 0.0f), residual(n, 0.0f);
