@@ -222,30 +222,28 @@ __global__ void DecodeKernel(const uint8_t* in, size_t n, float* out, size_t blo
   }
 }
 
-// ---- Zero-chunk mask: a block per mask byte, a warp per chunk.
+// ---- Zero-chunk mask: a warp per mask byte (8 chunks), no shared memory.
 
 __global__ void ChunkMaskKernel(const float* data, const float* residual, size_t n, size_t chunks,
                                 uint8_t* mask, size_t mask_bytes) {
-  __shared__ int nonzero[kWarps];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (size_t byte = blockIdx.x; byte < mask_bytes; byte += gridDim.x) {
-    const size_t c = byte * 8 + static_cast<size_t>(warp);
-    bool nz = false;
-    if (c < chunks) {
-      const size_t begin = c * kChunk, len = n - begin < kChunk ? n - begin : kChunk;
-      for (size_t j = lane; j < len; j += 32) {
-        nz = nz || data[begin + j] != 0.0f || (residual != nullptr && residual[begin + j] != 0.0f);
+  const size_t lane = threadIdx.x % 32;
+  const size_t warps = static_cast<size_t>(gridDim.x) * kWarps;
+  for (size_t byte = blockIdx.x * static_cast<size_t>(kWarps) + threadIdx.x / 32; byte < mask_bytes;
+       byte += warps) {
+    unsigned bits = 0;
+    for (unsigned b = 0; b < 8; ++b) {
+      const size_t c = byte * 8 + b;  // the same for the whole warp
+      bool nz = false;
+      if (c < chunks) {
+        const size_t begin = c * kChunk, len = n - begin < kChunk ? n - begin : kChunk;
+        for (size_t j = lane; j < len; j += 32) {
+          nz |= data[begin + j] != 0.0f;  // NaN != 0
+          if (residual != nullptr) nz |= residual[begin + j] != 0.0f;
+        }
       }
+      bits |= (__any_sync(0xffffffffu, nz) ? 1u : 0u) << b;
     }
-    const int any = __any_sync(0xffffffffu, nz);
-    if (lane == 0) nonzero[warp] = any;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      unsigned bits = 0;
-      for (int w = 0; w < kWarps; ++w) bits |= (nonzero[w] != 0 ? 1u : 0u) << w;
-      mask[byte] = static_cast<uint8_t>(bits);
-    }
-    __syncthreads();
+    if (lane == 0) mask[byte] = static_cast<uint8_t>(bits);
   }
 }
 
@@ -368,7 +366,10 @@ cudaError_t WireChunkNonZeroMask(const float* data, const float* residual, size_
                                  cudaStream_t stream) {
   const size_t bytes = WireChunkMaskBytes(n);
   if (bytes == 0) return cudaSuccess;
-  ChunkMaskKernel<<<Grid(bytes), kThreads, 0, stream>>>(data, residual, n, Blocks(n), mask, bytes);
+  // At most kMaxGrid warps, i.e. 2048 mask bytes (4M floats) per round.
+  const size_t blocks = (bytes + kWarps - 1) / kWarps;
+  ChunkMaskKernel<<<Grid(blocks < kMaxGrid / kWarps ? blocks : kMaxGrid / kWarps), kThreads, 0,
+                    stream>>>(data, residual, n, Blocks(n), mask, bytes);
   return cudaGetLastError();
 }
 
