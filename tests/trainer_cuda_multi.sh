@@ -6,7 +6,8 @@
 # engine's loss curve under full_shard and no_shard (fp32; only the summation order differs);
 # the full_shard run's 2-rank checkpoint resumes on one CPU process and reaches the same end; a
 # rank killed mid-run makes its peer fail within the collective timeout with an error naming the
-# collective. Skips (77) when the binary has no CUDA engine or no NCCL.
+# collective; int8 compression on the CUDA ranks follows the CPU ranks' int8 curve and sends a
+# third of the bytes. Skips (77) when the binary has no CUDA engine or no NCCL.
 set -euo pipefail
 T=${TRAINER:?}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,7 +15,7 @@ source "$here/lib/ranks.sh"
 work=$(mktemp -d)
 trap 'kill "${RANK_PIDS[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
 "$T" gen-data --out "$work/data" --train 120 --dev 24 --seed 5 >/dev/null
-job() {  # job NAME DEVICE SHARDING MAX_STEPS
+job() {  # job NAME DEVICE SHARDING MAX_STEPS [COMPRESSION]
   cat >"$work/$1.yaml" <<YAML
 model:
   config: {hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 2, intermediate_size: 64,
@@ -24,7 +25,7 @@ data: {train: data/train.tsv, eval: data/dev.tsv, max_seq_len: 32}
 train: {max_steps: $4, global_batch_size: 8, micro_batch_size: 4, lr: 1.0e-3, warmup_steps: 1,
         seed: 3, device: $2, precision: fp32}
 output: {dir: $1, checkpoint_every_steps: 3, keep_checkpoints: 5}
-distributed: {sharding: $3, backend: auto}
+distributed: {sharding: $3, backend: auto, compression: ${5:-none}}
 YAML
   echo "$work/$1.yaml"
 }
@@ -73,6 +74,25 @@ awk -v a="$(losses full | tail -1)" -v b="$(losses resume | tail -1)" 'BEGIN { d
 launch_ranks 2 1 "$(job ddp cuda no_shard 6)" "$work/ddp"
 wait_ranks || { tail -5 "$work"/ddp-*.log; echo "FAIL: the 2-rank CUDA no_shard run failed"; exit 1; }
 same_curve cpu ddp
+
+# int8 gradient compression (error feedback) on the GPU: the CUDA ranks encode and decode on the
+# device with the CPU codec's formats, so two CUDA ranks follow two CPU ranks (Gloo) with the
+# same codec, and send a third or less of the fp32 bytes.
+launch_ranks 2 1 "$(job int8cpu cpu full_shard 6 int8)" "$work/int8cpu"
+wait_ranks || { tail -5 "$work"/int8cpu-*.log; echo "FAIL: the 2-rank CPU int8 run failed"; exit 1; }
+launch_ranks 2 1 "$(job int8gpu cuda full_shard 6 int8)" "$work/int8gpu"
+wait_ranks || { tail -5 "$work"/int8gpu-*.log; echo "FAIL: the 2-rank CUDA int8 run failed"; exit 1; }
+same_curve int8cpu int8gpu
+# no_shard: the two-stage compressed all-reduce per unit (zero-chunk skipping, error feedback).
+launch_ranks 2 1 "$(job int8ddpcpu cpu no_shard 6 int8)" "$work/int8ddpcpu"
+wait_ranks || { tail -5 "$work"/int8ddpcpu-*.log; echo "FAIL: the CPU int8 no_shard run failed"; exit 1; }
+launch_ranks 2 1 "$(job int8ddpgpu cuda no_shard 6 int8)" "$work/int8ddpgpu"
+wait_ranks || { tail -5 "$work"/int8ddpgpu-*.log; echo "FAIL: the CUDA int8 no_shard run failed"; exit 1; }
+same_curve int8ddpcpu int8ddpgpu
+sent=$(grep -o "[0-9.]* MiB reductions ([0-9.]* MiB as fp32)" "$work/int8gpu-0.log" | tail -1)
+echo "int8 on the GPU, rank 0 sent: $sent"
+awk -v s="$sent" 'BEGIN { split(s, a, " "); raw = substr(a[4], 2); exit !(a[1] > 0 && a[1] * 3 <= raw) }' ||
+  { echo "FAIL: int8 did not cut the reduction bytes to a third"; exit 1; }
 
 # A rank killed mid-run: its peer fails within the collective timeout, naming the collective.
 COLLECTIVE_TIMEOUT_S=30 launch_ranks 2 1 "$(job kill cuda full_shard 1000)" "$work/kill"

@@ -142,13 +142,18 @@ rt::CudaEngineFactory CudaEngineFactory() {
             ": distributed.backend: gloo cannot carry the CUDA engine's device buffers; use "
             "nccl (or auto) for train.device cuda with several ranks"));
       }
+      // fp16/bf16/int8 on the wire as on the CPU engine; auto stays uncompressed (NCCL links
+      // are fast); PowerSGD is not on the GPU yet.
       const rt::Compression c = job.distributed.compression;
-      if (c != rt::Compression::kNone && c != rt::Compression::kAuto) {
+      if (c == rt::Compression::kPowerSgd) {
         return absl::UnimplementedError(absl::StrCat(
             job.source,
-            ": distributed.compression: ", std::string(ringmaster::jobspec::SettingName(c)),
-            " is not on the CUDA engine yet; use none (or device cpu) for several CUDA ranks"));
+            ": distributed.compression: powersgd is not on the CUDA engine yet; use int8, fp16, "
+            "bf16 or none for several CUDA ranks (or device cpu)"));
       }
+      rt::DataParallelOptions dp;
+      rt::SetCompression(c, job.distributed.powersgd_rank, &dp);
+      options.codec = dp.codec;
       comms = rt::DataParallelComms{dist.world(), dist.intra(), dist.inter()};
     }
     options.adam = rt::AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,

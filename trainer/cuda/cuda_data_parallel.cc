@@ -9,6 +9,7 @@
 #include "trainer/cuda/attention_ops.h"
 #include "trainer/cuda/cuda_status.h"
 #include "trainer/cuda/kernels.h"
+#include "trainer/cuda/wire_codec_gpu.h"
 
 namespace ringmaster::trainer::cuda {
 namespace {
@@ -38,7 +39,7 @@ absl::Status CopyToDevice(float* dst, const float* src, size_t n, cudaStream_t s
 
 absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
     const ParamLayout& layout, Sharding sharding, const DataParallelComms& comms,
-    const std::vector<float>& initial, cudaStream_t stream) {
+    const std::vector<float>& initial, cudaStream_t stream, WireCodec codec) {
   if (initial.size() != layout.total) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "CudaDataParallel: %d parameters given for a layout of %d", initial.size(), layout.total));
@@ -56,6 +57,7 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
         "LOCAL_WORLD_SIZE must be the same on every node)");
   }
   dp->sharding_ = sharding;
+  dp->codec_ = dp->world_size_ == 1 ? WireCodec::kNone : codec;
   dp->group_ = hybrid ? comms.intra : comms.world;
   dp->parts_ = dp->group_ != nullptr
                    ? UnitShards::Make(layout, dp->group_->rank(), dp->group_->size())
@@ -115,6 +117,31 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
   RM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dp->decay_mask_, mask.data(), m, cudaMemcpyHostToDevice, stream));
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  if (dp->codec_ != WireCodec::kNone) {
+    const size_t g = static_cast<size_t>(dp->group_->size());
+    const bool int8 = dp->codec_ == WireCodec::kInt8;
+    dp->two_stage_ = std::make_unique<DeviceTwoStageScratch>();
+    if (sharding != Sharding::kNoShard) {
+      for (const UnitShard& u : dp->parts_.units) {
+        dp->stride_ = std::max(dp->stride_, (EncodedBytes(dp->codec_, u.shard) + 3) / 4 * 4);
+      }
+      RM_RETURN_IF_ERROR(alloc(&dp->send_, dp->stride_ * g));
+      RM_RETURN_IF_ERROR(alloc(&dp->recv_, dp->stride_ * g));
+      if (int8) RM_RETURN_IF_ERROR(alloc(&dp->residual_rs_, dp->local_total_ * g));
+    }
+    const size_t ag = sharding == Sharding::kNoShard       ? dp->n_
+                      : sharding == Sharding::kHybridShard ? dp->local_total_
+                                                           : 0;
+    if (int8 && ag > 0) RM_RETURN_IF_ERROR(alloc(&dp->residual_ag_, ag));
+    if (dp->residual_rs_ != nullptr) {
+      RM_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(dp->residual_rs_, 0, dp->local_total_ * g * sizeof(float), stream));
+    }
+    if (dp->residual_ag_ != nullptr) {
+      RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dp->residual_ag_, 0, ag * sizeof(float), stream));
+    }
+    RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  }
   const size_t U = dp->parts_.units.size();
   dp->gathered_.assign(U, nullptr);
   dp->unit_grads_.assign(U, nullptr);
@@ -132,12 +159,14 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
 
 CudaDataParallel::~CudaDataParallel() {
   for (const std::shared_ptr<Work>& w : pending_) w->Wait().IgnoreError();
-  for (void* p : {static_cast<void*>(full_params_), static_cast<void*>(full_grads_),
-                  static_cast<void*>(shard_params_), static_cast<void*>(shard_grads_),
-                  static_cast<void*>(exp_avg_), static_cast<void*>(exp_avg_sq_),
-                  static_cast<void*>(decay_mask_), static_cast<void*>(reduced_),
-                  static_cast<void*>(norm_scratch_), static_cast<void*>(sum_sq_),
-                  static_cast<void*>(spare_), small_}) {
+  for (void* p :
+       {static_cast<void*>(full_params_), static_cast<void*>(full_grads_),
+        static_cast<void*>(shard_params_), static_cast<void*>(shard_grads_),
+        static_cast<void*>(exp_avg_), static_cast<void*>(exp_avg_sq_),
+        static_cast<void*>(decay_mask_), static_cast<void*>(reduced_),
+        static_cast<void*>(norm_scratch_), static_cast<void*>(sum_sq_), static_cast<void*>(spare_),
+        static_cast<void*>(residual_rs_), static_cast<void*>(residual_ag_),
+        static_cast<void*>(send_), static_cast<void*>(recv_), small_}) {
     if (p != nullptr) cudaFree(p);
   }
   for (float* p : all_pooled_) cudaFree(p);
@@ -179,7 +208,8 @@ void CudaDataParallel::Give(float* p) {
 }
 
 size_t CudaDataParallel::pooled_bytes() const {
-  return all_pooled_.size() * max_padded_ * sizeof(float) + small_bytes_;
+  return all_pooled_.size() * max_padded_ * sizeof(float) + small_bytes_ +
+         (two_stage_ != nullptr ? two_stage_->device_bytes() : 0);
 }
 
 absl::Status CudaDataParallel::BeginStep() {
@@ -221,9 +251,43 @@ absl::Status CudaDataParallel::ReduceScatterInto(int unit, const float* padded, 
   }
   const uint64_t bytes = u.shard * sizeof(float) * static_cast<uint64_t>(g - 1);
   comm_.reduce_raw_bytes += bytes;
-  comm_.reduce_wire_bytes += bytes;
-  Keep(group_->ReduceScatterSumAsync(padded, reduced_, u.shard, DataType::kFloat32, stream()));
-  RM_CUDA_RETURN_IF_ERROR(AddInPlace(out, reduced_, u.shard, stream_));
+  if (codec_ == WireCodec::kNone) {
+    comm_.reduce_wire_bytes += bytes;
+    Keep(group_->ReduceScatterSumAsync(padded, reduced_, u.shard, DataType::kFloat32, stream()));
+    RM_CUDA_RETURN_IF_ERROR(AddInPlace(out, reduced_, u.shard, stream_));
+    return absl::OkStatus();
+  }
+  // Block r of the padded unit, encoded for rank r; each owner adds the g decoded blocks it
+  // receives in rank order (the CPU engine's order, so the same bits for the same inputs).
+  const size_t encoded = EncodedBytes(codec_, u.shard);
+  comm_.reduce_wire_bytes += encoded * static_cast<uint64_t>(g - 1);
+  float* residual = residual_rs_ != nullptr ? residual_rs_ + u.local * g : nullptr;
+  for (int r = 0; r < g; ++r) {
+    RM_CUDA_RETURN_IF_ERROR(WireEncode(codec_, padded + r * u.shard, u.shard,
+                                       residual != nullptr ? residual + r * u.shard : nullptr,
+                                       send_ + r * stride_, stream_));
+  }
+  Keep(group_->AllToAllAsync(send_, recv_, stride_, DataType::kBytes, stream()));
+  for (int r = 0; r < g; ++r) {
+    RM_CUDA_RETURN_IF_ERROR(WireDecodeAdd(codec_, recv_ + r * stride_, u.shard, out, stream_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDataParallel::AllReduceGrads(Communicator& comm, float* data, size_t n,
+                                              float* residual) {
+  const uint64_t raw = AllReduceBytes(n, comm.size());
+  comm_.reduce_raw_bytes += raw;
+  if (codec_ == WireCodec::kNone) {
+    comm_.reduce_wire_bytes += raw;
+    Keep(comm.AllReduceSumAsync(data, n, DataType::kFloat32, stream()));
+    return absl::OkStatus();
+  }
+  TwoStageStats stats;
+  RM_RETURN_IF_ERROR(DeviceTwoStageAllReduce(codec_, comm, data, n, residual,
+                                             /*skip_zero_chunks=*/true, *two_stage_, stream_,
+                                             &stats));
+  comm_.reduce_wire_bytes += stats.wire_bytes;
   return absl::OkStatus();
 }
 
@@ -272,11 +336,9 @@ void CudaDataParallel::GradsDone(int unit) {
   switch (sharding_) {
     case Sharding::kNoShard:
       if (!last_micro_ || world_size_ == 1) return;
-      comm_.reduce_raw_bytes += AllReduceBytes(u.numel, world_size_);
-      comm_.reduce_wire_bytes += AllReduceBytes(u.numel, world_size_);
-      Keep(comms_.world->AllReduceSumAsync(full_grads_ + u.begin, u.numel, DataType::kFloat32,
-                                           stream()));
-      return;
+      s = AllReduceGrads(*comms_.world, full_grads_ + u.begin, u.numel,
+                         residual_ag_ != nullptr ? residual_ag_ + u.begin : nullptr);
+      break;
     case Sharding::kShardGradOp: {
       if (!last_micro_) return;
       absl::StatusOr<float*> buf = Take();
@@ -333,10 +395,7 @@ absl::StatusOr<ReducedStep> CudaDataParallel::Reduce(double local_loss, float fl
   RM_RETURN_IF_ERROR(status());
   const bool hybrid = sharding_ == Sharding::kHybridShard;
   if (hybrid && comms_.inter->size() > 1) {
-    const uint64_t bytes = AllReduceBytes(local_total_, comms_.inter->size());
-    comm_.reduce_raw_bytes += bytes;
-    comm_.reduce_wire_bytes += bytes;
-    Keep(comms_.inter->AllReduceSumAsync(shard_grads_, local_total_, DataType::kFloat32, stream()));
+    RM_RETURN_IF_ERROR(AllReduceGrads(*comms_.inter, shard_grads_, local_total_, residual_ag_));
   }
   // Each element of the gradient counted once: rank 0 for replicated gradients, shard owners
   // otherwise (only node 0's under hybrid_shard, where every node holds the same shards).

@@ -16,6 +16,14 @@
 //                  across nodes (the inter-node group).
 // A world of one holds everything (no_shard) and issues no collective.
 //
+// Compression (`codec`: fp16, bf16, int8 with error feedback; the wire formats of
+// trainer/dist/wire_codec.h, encoded and decoded on the GPU by wire_codec_gpu.h) acts on the
+// gradient reductions as on the CPU engine: a reduce-scatter becomes an all-to-all of encoded
+// blocks that each owner decodes and adds in rank order (int8 keeps the quantisation error of
+// what it sent, per unit); an all-reduce (no_shard's per unit, hybrid_shard's across nodes) is
+// the two-stage compressed all-reduce with zero-chunk skipping (device_two_stage_allreduce.h).
+// PowerSGD is not on the GPU yet.
+//
 // Streams: everything, collectives included, is enqueued on the one stream given, so every
 // operation is ordered after what it reads and before what reads it, and the host never waits
 // for a collective it issues. Their Works are kept and settled (waited for, errors surfaced) at
@@ -38,8 +46,10 @@
 #include "absl/status/statusor.h"
 #include "common/trainer_metrics.h"
 #include "trainer/comm/communicator.h"
+#include "trainer/cuda/device_two_stage_allreduce.h"
 #include "trainer/dist/data_parallel.h"
 #include "trainer/dist/unit_shards.h"
+#include "trainer/dist/wire_codec.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/optim/adamw.h"
@@ -57,11 +67,9 @@ class CudaDataParallel : public UnitAccess<float> {
  public:
   // `initial`: layout.total parameters (host), the same on every rank. `comms.world` null: a
   // world of one. Buffers are device memory of the current device; `stream` must outlive this.
-  static absl::StatusOr<std::unique_ptr<CudaDataParallel>> Create(const ParamLayout& layout,
-                                                                  Sharding sharding,
-                                                                  const DataParallelComms& comms,
-                                                                  const std::vector<float>& initial,
-                                                                  cudaStream_t stream);
+  static absl::StatusOr<std::unique_ptr<CudaDataParallel>> Create(
+      const ParamLayout& layout, Sharding sharding, const DataParallelComms& comms,
+      const std::vector<float>& initial, cudaStream_t stream, WireCodec codec = WireCodec::kNone);
   ~CudaDataParallel() override;
   CudaDataParallel(const CudaDataParallel&) = delete;
   CudaDataParallel& operator=(const CudaDataParallel&) = delete;
@@ -134,6 +142,9 @@ class CudaDataParallel : public UnitAccess<float> {
   void Give(float* p);            // back to the pool (stream order keeps reuse safe)
   absl::Status GatherUnit(int unit, float* out);  // all-gather unit's shards into `out` (padded)
   absl::Status ReduceScatterInto(int unit, const float* padded, float* out);
+  // Sum-all-reduce of data[0..n) over `comm` (compressed with the codec, the int8 residual at
+  // `residual`), counting bytes.
+  absl::Status AllReduceGrads(Communicator& comm, float* data, size_t n, float* residual);
 
   Sharding sharding_ = Sharding::kNoShard;
   DataParallelComms comms_;
@@ -152,7 +163,16 @@ class CudaDataParallel : public UnitAccess<float> {
   float* reduced_ = nullptr;                            // a unit's reduce-scatter output
   double *norm_scratch_ = nullptr, *sum_sq_ = nullptr;  // GradSumSquares' scratch and result
   float* spare_ = nullptr;  // handed out when the pool cannot grow (the failure is kept)
-  void* small_ = nullptr;   // staging for host values
+  // Compression: int8's residuals (reduce-scatter: each unit's padded size at local·g; the
+  // all-reduces: no_shard's per unit at its flat offset, hybrid_shard's over the shards), the
+  // encoded blocks of a reduce-scatter (g slots of stride_ bytes, 4-byte aligned), the two-stage
+  // all-reduce's buffers.
+  WireCodec codec_ = WireCodec::kNone;
+  float *residual_rs_ = nullptr, *residual_ag_ = nullptr;
+  uint8_t *send_ = nullptr, *recv_ = nullptr;
+  size_t stride_ = 0;
+  std::unique_ptr<DeviceTwoStageScratch> two_stage_;
+  void* small_ = nullptr;  // staging for host values
   size_t small_bytes_ = 0;
   size_t persistent_bytes_ = 0;
 
