@@ -191,6 +191,19 @@ std::vector<MetricFamily> TrainerFamilies(const std::vector<LabeledFigures>& ran
                *v = f.device.busy_seconds_total;
                return f.has_device;
              });
+  fam.Scalar("ringmaster_trainer_gpu_comm_seconds",
+             "GPU time of the last step spent in collectives on the engine's stream (exposed "
+             "communication; the step's compute is ringmaster_trainer_gpu_step_seconds minus this)",
+             T::Gauge, [](const RankFigures& f, double* v) {
+               *v = f.device.comm_seconds;
+               return f.has_device;
+             });
+  fam.Scalar("ringmaster_trainer_gpu_comm_seconds_total",
+             "GPU time of all steps spent in collectives on the engine's stream", T::Counter,
+             [](const RankFigures& f, double* v) {
+               *v = f.device.comm_seconds_total;
+               return f.has_device;
+             });
   // Raw gather bytes equal the wire bytes: parameters travel uncompressed.
   fam.Multi("ringmaster_trainer_comm_bytes_total",
             "Bytes this rank sent in collectives, by operation; wire=raw is what fp32 would have "

@@ -41,6 +41,7 @@ struct RankStatusBlock {
   A has_memory, state_persistent, state_peak;
   A has_device, gpu_allocated, gpu_peak, gpu_arena, gpu_step_ns, gpu_busy_ns;
   A skipped_steps, loss_scale_bits;
+  A gpu_comm_ns, gpu_comm_total_ns;
 };
 
 namespace {
@@ -140,6 +141,8 @@ RankFigures Read(const RankStatusBlock& b) {
   f.device.arena_bytes = Get(b.gpu_arena);
   f.device.step_seconds = static_cast<double>(Get(b.gpu_step_ns)) * 1e-9;
   f.device.busy_seconds_total = static_cast<double>(Get(b.gpu_busy_ns)) * 1e-9;
+  f.device.comm_seconds = static_cast<double>(Get(b.gpu_comm_ns)) * 1e-9;
+  f.device.comm_seconds_total = static_cast<double>(Get(b.gpu_comm_total_ns)) * 1e-9;
   return f;
 }
 
@@ -260,6 +263,8 @@ void RankStatus::OnDevice(const DeviceFigures& d) {
   Set(block_->gpu_arena, d.arena_bytes);
   Set(block_->gpu_step_ns, Nanos(d.step_seconds));
   Set(block_->gpu_busy_ns, Nanos(d.busy_seconds_total));
+  Set(block_->gpu_comm_ns, Nanos(d.comm_seconds));
+  Set(block_->gpu_comm_total_ns, Nanos(d.comm_seconds_total));
   Set(block_->has_device, 1);
 }
 

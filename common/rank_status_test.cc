@@ -48,7 +48,7 @@ TEST(RankStatusTest, FileReaderSeesWhatTheWriterRecorded) {
   s.OnEval(0.5, 0.875);
   s.OnCheckpoint(0.2, 4096);
   s.OnMemory(1000, 250);
-  s.OnDevice(DeviceFigures{3000, 5000, 700, 0.0625, 2.5});
+  s.OnDevice(DeviceFigures{3000, 5000, 700, 0.0625, 2.5, 0.015625, 0.75});
   s.OnEnter(41, Collective::kAllGather);
   s.OnLeave(41, Collective::kAllGather, 0.125);
   s.OnEnter(42, Collective::kReduceScatterSum);
@@ -90,6 +90,8 @@ TEST(RankStatusTest, FileReaderSeesWhatTheWriterRecorded) {
   EXPECT_EQ(r.device.arena_bytes, 700u);
   EXPECT_NEAR(r.device.step_seconds, 0.0625, 1e-9);
   EXPECT_NEAR(r.device.busy_seconds_total, 2.5, 1e-9);
+  EXPECT_NEAR(r.device.comm_seconds, 0.015625, 1e-9);
+  EXPECT_NEAR(r.device.comm_seconds_total, 0.75, 1e-9);
   EXPECT_EQ(r.collective_seq, 42u);
   EXPECT_EQ(r.collective_op, Collective::kReduceScatterSum);
   EXPECT_TRUE(r.in_collective);

@@ -37,6 +37,10 @@ struct DeviceFigures {
   uint64_t arena_bytes = 0;           // of which the activation arena
   double step_seconds = 0;            // GPU time of the last step
   double busy_seconds_total = 0;      // GPU time of all steps since the start
+  // GPU time inside collectives (CUDA events around each on the engine's stream): the exposed
+  // communication of the last step (its compute is step_seconds minus this) and of all steps.
+  double comm_seconds = 0;
+  double comm_seconds_total = 0;
 };
 
 class TrainerMetrics {

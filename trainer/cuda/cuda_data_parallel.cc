@@ -170,6 +170,10 @@ CudaDataParallel::~CudaDataParallel() {
     if (p != nullptr) cudaFree(p);
   }
   for (float* p : all_pooled_) cudaFree(p);
+  for (const auto& [a, b] : comm_events_) {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
 }
 
 void CudaDataParallel::Fail(const absl::Status& s) {
@@ -207,6 +211,50 @@ void CudaDataParallel::Give(float* p) {
   if (p != nullptr) pool_.push_back(p);
 }
 
+absl::StatusOr<size_t> CudaDataParallel::CommBegin() {
+  if (comm_events_used_ == comm_events_.size()) {
+    std::pair<cudaEvent_t, cudaEvent_t> e{nullptr, nullptr};
+    RM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e.first));
+    if (cudaError_t err = cudaEventCreate(&e.second); err != cudaSuccess) {
+      cudaEventDestroy(e.first);
+      return CudaStatus(err, "cudaEventCreate", __FILE__, __LINE__);
+    }
+    comm_events_.push_back(e);
+  }
+  RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(comm_events_[comm_events_used_].first, stream_));
+  return comm_events_used_++;
+}
+
+absl::Status CudaDataParallel::CommEnd(size_t timing) {
+  RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(comm_events_[timing].second, stream_));
+  return absl::OkStatus();
+}
+
+void CudaDataParallel::Issue(const std::function<std::shared_ptr<Work>()>& issue) {
+  absl::StatusOr<size_t> timing = CommBegin();
+  if (!timing.ok()) {
+    Fail(timing.status());
+    return;
+  }
+  Keep(issue());
+  if (absl::Status s = CommEnd(*timing); !s.ok()) Fail(s);
+}
+
+absl::Status CudaDataParallel::CollectCommTime() {
+  double seconds = 0;
+  for (size_t i = 0; i < comm_events_used_; ++i) {
+    RM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(comm_events_[i].second));
+    float ms = 0;
+    RM_CUDA_RETURN_IF_ERROR(
+        cudaEventElapsedTime(&ms, comm_events_[i].first, comm_events_[i].second));
+    seconds += ms * 1e-3;
+  }
+  comm_events_used_ = 0;
+  last_comm_seconds_ = seconds;
+  comm_seconds_total_ += seconds;
+  return absl::OkStatus();
+}
+
 size_t CudaDataParallel::pooled_bytes() const {
   return all_pooled_.size() * max_padded_ * sizeof(float) + small_bytes_ +
          (two_stage_ != nullptr ? two_stage_->device_bytes() : 0);
@@ -238,7 +286,7 @@ absl::Status CudaDataParallel::GatherUnit(int unit, float* out) {
     return absl::OkStatus();
   }
   comm_.gather_bytes += u.shard * sizeof(float) * static_cast<uint64_t>(group_->size() - 1);
-  Keep(group_->AllGatherAsync(mine, out, u.shard, DataType::kFloat32, stream()));
+  Issue([&] { return group_->AllGatherAsync(mine, out, u.shard, DataType::kFloat32, stream()); });
   return absl::OkStatus();
 }
 
@@ -253,7 +301,9 @@ absl::Status CudaDataParallel::ReduceScatterInto(int unit, const float* padded, 
   comm_.reduce_raw_bytes += bytes;
   if (codec_ == WireCodec::kNone) {
     comm_.reduce_wire_bytes += bytes;
-    Keep(group_->ReduceScatterSumAsync(padded, reduced_, u.shard, DataType::kFloat32, stream()));
+    Issue([&] {
+      return group_->ReduceScatterSumAsync(padded, reduced_, u.shard, DataType::kFloat32, stream());
+    });
     RM_CUDA_RETURN_IF_ERROR(AddInPlace(out, reduced_, u.shard, stream_));
     return absl::OkStatus();
   }
@@ -267,7 +317,7 @@ absl::Status CudaDataParallel::ReduceScatterInto(int unit, const float* padded, 
                                        residual != nullptr ? residual + r * u.shard : nullptr,
                                        send_ + r * stride_, stream_));
   }
-  Keep(group_->AllToAllAsync(send_, recv_, stride_, DataType::kBytes, stream()));
+  Issue([&] { return group_->AllToAllAsync(send_, recv_, stride_, DataType::kBytes, stream()); });
   for (int r = 0; r < g; ++r) {
     RM_CUDA_RETURN_IF_ERROR(WireDecodeAdd(codec_, recv_ + r * stride_, u.shard, out, stream_));
   }
@@ -280,13 +330,15 @@ absl::Status CudaDataParallel::AllReduceGrads(Communicator& comm, float* data, s
   comm_.reduce_raw_bytes += raw;
   if (codec_ == WireCodec::kNone) {
     comm_.reduce_wire_bytes += raw;
-    Keep(comm.AllReduceSumAsync(data, n, DataType::kFloat32, stream()));
+    Issue([&] { return comm.AllReduceSumAsync(data, n, DataType::kFloat32, stream()); });
     return absl::OkStatus();
   }
   TwoStageStats stats;
+  RM_ASSIGN_OR_RETURN(const size_t timing, CommBegin());
   RM_RETURN_IF_ERROR(DeviceTwoStageAllReduce(codec_, comm, data, n, residual,
                                              /*skip_zero_chunks=*/true, *two_stage_, stream_,
                                              &stats));
+  RM_RETURN_IF_ERROR(CommEnd(timing));
   comm_.reduce_wire_bytes += stats.wire_bytes;
   return absl::OkStatus();
 }
@@ -412,6 +464,9 @@ absl::StatusOr<ReducedStep> CudaDataParallel::Reduce(double local_loss, float fl
   }
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   RM_RETURN_IF_ERROR(Settle());
+  // Every collective of the step has completed: read their GPU time. The small sums below (and
+  // AllReduceWorld's, Barrier's) are bookkeeping and not timed.
+  RM_RETURN_IF_ERROR(CollectCommTime());
   ReducedStep out{local_loss, sq, flag};
   if (world_size_ == 1) return out;
   // Sum the three values in double, in rank order, identically on every rank: each rank's

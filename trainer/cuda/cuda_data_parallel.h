@@ -38,6 +38,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -120,6 +121,12 @@ class CudaDataParallel : public UnitAccess<float> {
   absl::Status LoadFrom(const std::vector<float>& params, const std::vector<float>& exp_avg,
                         const std::vector<float>& exp_avg_sq);
 
+  // GPU time inside collectives (CUDA events around each on the stream): the collectives
+  // completed by the last Reduce since the one before it, and since the start. All of it is
+  // exposed: the collectives share the compute stream.
+  double last_comm_seconds() const { return last_comm_seconds_; }
+  double comm_seconds_total() const { return comm_seconds_total_; }
+
   size_t persistent_bytes() const { return persistent_bytes_; }
   size_t pooled_bytes() const;  // gathered units, unit gradients, scratch: allocated so far
   const CommTotals& comm_totals() const { return comm_; }
@@ -138,8 +145,13 @@ class CudaDataParallel : public UnitAccess<float> {
   CommStream stream() const { return CommStream(stream_); }
   void Fail(const absl::Status& s);
   void Keep(std::shared_ptr<Work> w) { pending_.push_back(std::move(w)); }
-  absl::StatusOr<float*> Take();  // a pooled buffer of max_padded_ floats
-  void Give(float* p);            // back to the pool (stream order keeps reuse safe)
+  // Issues a collective (Keep's its Work) between two timing events on the stream.
+  void Issue(const std::function<std::shared_ptr<Work>()>& issue);
+  absl::StatusOr<size_t> CommBegin();  // records a pair's first event; the pair's index
+  absl::Status CommEnd(size_t timing);
+  absl::Status CollectCommTime();  // sums and recycles the recorded pairs (waits for them)
+  absl::StatusOr<float*> Take();   // a pooled buffer of max_padded_ floats
+  void Give(float* p);             // back to the pool (stream order keeps reuse safe)
   absl::Status GatherUnit(int unit, float* out);  // all-gather unit's shards into `out` (padded)
   absl::Status ReduceScatterInto(int unit, const float* padded, float* out);
   // Sum-all-reduce of data[0..n) over `comm` (compressed with the codec, the int8 residual at
@@ -179,6 +191,9 @@ class CudaDataParallel : public UnitAccess<float> {
   std::vector<float*> pool_, all_pooled_;
   std::vector<float*> gathered_, unit_grads_;  // per unit: pooled buffers in use
   std::vector<std::shared_ptr<Work>> pending_;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> comm_events_;
+  size_t comm_events_used_ = 0;
+  double last_comm_seconds_ = 0, comm_seconds_total_ = 0;
   bool training_ = false, last_micro_ = true, backward_ = false;
   CommTotals comm_;
   mutable std::mutex mu_;

@@ -95,6 +95,7 @@ struct RankResult {
   std::vector<float> params;  // gathered after the last step
   ShardRanges saved;
   std::vector<float> p, m, v;  // what it would write to a checkpoint
+  DeviceFigures device;        // GPU time, of which in collectives
 };
 
 // The communicators of rank `r` of `world`: the world, and for hybrid_shard the node groups of
@@ -171,6 +172,7 @@ std::vector<RankResult> TrainRanks(const BertConfig& config, const std::vector<f
       absl::StatusOr<std::vector<float>> params = (*state)->DownloadParams();
       if (!params.ok()) return fail(params.status().ToString());
       out.params = *std::move(params);
+      out.device = (*state)->figures();
       const CudaDataParallel& dp = (*state)->data_parallel();
       out.saved = dp.SaveRanges();
       if (absl::Status s = dp.CopyForSave(&out.p, &out.m, &out.v); !s.ok()) {
@@ -218,6 +220,9 @@ TEST_P(CudaDataParallelTest, MatchesOneCpuModelAndResumesInAWorldOfOne) {
     }
     ExpectWeightsMatch(layout, cpu.params, got.params, kLr, 3);
     EXPECT_EQ(got.params, ranks[0].params) << "rank " << r << " differs from rank 0";
+    // The step's collectives were timed on the stream, within the GPU time of the steps.
+    EXPECT_GT(got.device.comm_seconds_total, 0.0) << "rank " << r;
+    EXPECT_LE(got.device.comm_seconds_total, got.device.busy_seconds_total) << "rank " << r;
   }
 
   // The checkpoint: the ranks' saved ranges tile the layout exactly once, with the gathered
@@ -262,6 +267,7 @@ TEST_P(CudaDataParallelTest, MatchesOneCpuModelAndResumesInAWorldOfOne) {
   absl::StatusOr<StepOutcome> o = (*single)->FinishStep(kLr, kMaxGradNorm);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_NEAR(o->grad_norm, cpu.norm[3], 1e-4 * cpu.norm[3]);
+  EXPECT_EQ((*single)->figures().comm_seconds_total, 0.0) << "a world of one communicates";
   absl::StatusOr<std::vector<float>> after = (*single)->DownloadParams();
   ASSERT_TRUE(after.ok());
   ExpectWeightsMatch(layout, cpu.params, *after, kLr, 4);

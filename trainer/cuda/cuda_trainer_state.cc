@@ -156,6 +156,8 @@ DeviceFigures CudaTrainerState::figures() const {
   f.arena_bytes = model_->arena_bytes();
   f.step_seconds = last_step_seconds_;
   f.busy_seconds_total = busy_seconds_;
+  f.comm_seconds = dp_->last_comm_seconds();
+  f.comm_seconds_total = dp_->comm_seconds_total();
   return f;
 }
 

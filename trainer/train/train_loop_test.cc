@@ -289,7 +289,7 @@ TEST_F(TrainLoopTest, ReportsAGpuEnginesDeviceFiguresToTheMetricsAndTheRankRepor
   for (const bool gpu : {false, true}) {
     JobSpec job = Job(gpu ? "out-gpu" : "out-cpu", 20);
     auto engine = std::make_unique<FakeEngine>();
-    if (gpu) engine->device = DeviceFigures{4096, 8192, 1024, 0.25, 1.5};
+    if (gpu) engine->device = DeviceFigures{4096, 8192, 1024, 0.25, 1.5, 0.125, 0.5};
     auto loop = Loop(job, std::move(engine));
     std::unique_ptr<RankStatus> status = RankStatus::CreateAnonymous();
     loop->set_metrics(status.get());
@@ -310,6 +310,7 @@ TEST_F(TrainLoopTest, ReportsAGpuEnginesDeviceFiguresToTheMetricsAndTheRankRepor
     EXPECT_EQ(j["gpu"]["peak_allocated_bytes"], 8192);
     EXPECT_EQ(j["gpu"]["arena_bytes"], 1024);
     EXPECT_DOUBLE_EQ(j["gpu"]["busy_seconds"].get<double>(), 1.5);
+    EXPECT_DOUBLE_EQ(j["gpu"]["comm_seconds"].get<double>(), 0.5);
   }
 }
 
