@@ -6,8 +6,8 @@
 # engine's loss curve under full_shard and no_shard (fp32; only the summation order differs);
 # the full_shard run's 2-rank checkpoint resumes on one CPU process and reaches the same end; a
 # rank killed mid-run makes its peer fail within the collective timeout with an error naming the
-# collective; int8 compression on the CUDA ranks follows the CPU ranks' int8 curve and sends a
-# third of the bytes. Skips (77) when the binary has no CUDA engine or no NCCL.
+# collective; int8 and PowerSGD on the CUDA ranks follow the CPU ranks' curves with the same
+# compression, int8 sending a third of the bytes. Skips (77) when the binary has no CUDA engine or no NCCL.
 set -euo pipefail
 T=${TRAINER:?}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,7 +15,7 @@ source "$here/lib/ranks.sh"
 work=$(mktemp -d)
 trap 'kill "${RANK_PIDS[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
 "$T" gen-data --out "$work/data" --train 120 --dev 24 --seed 5 >/dev/null
-job() {  # job NAME DEVICE SHARDING MAX_STEPS [COMPRESSION]
+job() {  # job NAME DEVICE SHARDING MAX_STEPS [COMPRESSION [MORE_DISTRIBUTED_KEYS]]
   cat >"$work/$1.yaml" <<YAML
 model:
   config: {hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 2, intermediate_size: 64,
@@ -25,7 +25,7 @@ data: {train: data/train.tsv, eval: data/dev.tsv, max_seq_len: 32}
 train: {max_steps: $4, global_batch_size: 8, micro_batch_size: 4, lr: 1.0e-3, warmup_steps: 1,
         seed: 3, device: $2, precision: fp32}
 output: {dir: $1, checkpoint_every_steps: 3, keep_checkpoints: 5}
-distributed: {sharding: $3, backend: auto, compression: ${5:-none}}
+distributed: {sharding: $3, backend: auto, compression: ${5:-none}${6:+, $6}}
 YAML
   echo "$work/$1.yaml"
 }
@@ -97,6 +97,22 @@ wait_ranks || { tail -5 "$work"/int8ddpcpu-*.log; echo "FAIL: the CPU int8 no_sh
 launch_ranks 2 1 "$(job int8ddpgpu cuda no_shard 6 int8)" "$work/int8ddpgpu"
 wait_ranks || { tail -5 "$work"/int8ddpgpu-*.log; echo "FAIL: the CUDA int8 no_shard run failed"; exit 1; }
 same_curve int8ddpcpu int8ddpgpu
+# PowerSGD (rank 4) from step 2: the products on the GPU, P and Q' orthonormalised on the host as
+# on the CPU; the same matrices, seeded Q and error feedback as two CPU ranks.
+launch_ranks 2 1 "$(job psgdcpu cpu no_shard 6 powersgd "powersgd_start_step: 2")" "$work/psgdcpu"
+wait_ranks || { tail -5 "$work"/psgdcpu-*.log; echo "FAIL: the CPU PowerSGD run failed"; exit 1; }
+launch_ranks 2 1 "$(job psgdgpu cuda no_shard 6 powersgd "powersgd_start_step: 2")" "$work/psgdgpu"
+wait_ranks || { tail -5 "$work"/psgdgpu-*.log; echo "FAIL: the CUDA PowerSGD run failed"; exit 1; }
+same_curve psgdcpu psgdgpu
+# ... and PowerSGD did act: fewer bytes on the wire than fp32 would take.
+python3 - "$work/psgdgpu/ranks/rank-0.json" <<'PY' || exit 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("PowerSGD on the GPU, rank 0 sent %d bytes of reductions for %d of fp32"
+      % (r["reduce_wire_bytes"], r["reduce_raw_bytes"]))
+if not 0 < r["reduce_wire_bytes"] < r["reduce_raw_bytes"]:
+    sys.exit("FAIL: the PowerSGD run did not compress")
+PY
 sent=$(grep -o "[0-9.]* MiB reductions ([0-9.]* MiB as fp32)" "$work/int8gpu-0.log" | tail -1)
 echo "int8 on the GPU, rank 0 sent: $sent"
 awk -v s="$sent" 'BEGIN { split(s, a, " "); raw = substr(a[4], 2); exit !(a[1] > 0 && a[1] * 3 <= raw) }' ||

@@ -129,8 +129,8 @@ absl::Status BadJob(absl::Status s) {
 rt::CudaEngineFactory CudaEngineFactory() {
 #if RINGMASTER_HAVE_CUDA_ENGINE
   return [](const rt::JobSpec& job, const rt::BertConfig& config, const rt::ParamLayout& layout,
-            const float* initial,
-            rt::DistContext& dist) -> absl::StatusOr<std::unique_ptr<rt::StepEngine>> {
+            const float* initial, rt::DistContext& dist, int64_t total_steps,
+            int64_t warmup_steps) -> absl::StatusOr<std::unique_ptr<rt::StepEngine>> {
     rt::cuda::CudaTrainerOptions options;
     options.sharding = job.distributed.sharding;
     // Several CUDA ranks: collectives on device buffers, i.e. NCCL; fp32 on the wire.
@@ -142,18 +142,18 @@ rt::CudaEngineFactory CudaEngineFactory() {
             ": distributed.backend: gloo cannot carry the CUDA engine's device buffers; use "
             "nccl (or auto) for train.device cuda with several ranks"));
       }
-      // fp16/bf16/int8 on the wire as on the CPU engine; auto stays uncompressed (NCCL links
-      // are fast); PowerSGD is not on the GPU yet.
-      const rt::Compression c = job.distributed.compression;
-      if (c == rt::Compression::kPowerSgd) {
-        return absl::UnimplementedError(absl::StrCat(
-            job.source,
-            ": distributed.compression: powersgd is not on the CUDA engine yet; use int8, fp16, "
-            "bf16 or none for several CUDA ranks (or device cpu)"));
-      }
+      // fp16/bf16/int8/powersgd as on the CPU engine; auto stays uncompressed on CUDA ranks.
       rt::DataParallelOptions dp;
-      rt::SetCompression(c, job.distributed.powersgd_rank, &dp);
-      options.codec = dp.codec;
+      rt::SetCompression(job.distributed.compression, job.distributed.powersgd_rank, &dp);
+      options.compression.codec = dp.codec;
+      options.compression.powersgd = dp.powersgd;
+      options.compression.powersgd_rank = dp.powersgd_rank;
+      options.compression.seed = job.train.seed;
+      // As the CPU engine: exact all-reduces through the LR warmup and the first tenth.
+      options.compression.powersgd_start_step =
+          job.distributed.powersgd_start_step >= 0
+              ? job.distributed.powersgd_start_step
+              : std::max<int64_t>(warmup_steps, total_steps / 10);
       comms = rt::DataParallelComms{dist.world(), dist.intra(), dist.inter()};
     }
     options.adam = rt::AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,

@@ -39,7 +39,7 @@ absl::Status CopyToDevice(float* dst, const float* src, size_t n, cudaStream_t s
 
 absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
     const ParamLayout& layout, Sharding sharding, const DataParallelComms& comms,
-    const std::vector<float>& initial, cudaStream_t stream, WireCodec codec) {
+    const std::vector<float>& initial, cudaStream_t stream, const CudaCompression& compression) {
   if (initial.size() != layout.total) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "CudaDataParallel: %d parameters given for a layout of %d", initial.size(), layout.total));
@@ -57,7 +57,14 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
         "LOCAL_WORLD_SIZE must be the same on every node)");
   }
   dp->sharding_ = sharding;
-  dp->codec_ = dp->world_size_ == 1 ? WireCodec::kNone : codec;
+  dp->codec_ = dp->world_size_ == 1 ? WireCodec::kNone : compression.codec;
+  dp->compression_ = compression;
+  if (compression.powersgd && dp->world_size_ > 1 && sharding != Sharding::kNoShard && !hybrid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compression: powersgd works on replicated gradients: use sharding no_shard or "
+        "hybrid_shard (got ",
+        std::string(ShardingName(sharding)), "); int8/fp16/bf16 work with every sharding"));
+  }
   dp->group_ = hybrid ? comms.intra : comms.world;
   dp->parts_ = dp->group_ != nullptr
                    ? UnitShards::Make(layout, dp->group_->rank(), dp->group_->size())
@@ -141,6 +148,15 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
       RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dp->residual_ag_, 0, ag * sizeof(float), stream));
     }
     RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  }
+  if (compression.powersgd && dp->world_size_ > 1 && (!hybrid || dp->comms_.inter->size() > 1)) {
+    PowerSgdOptions po;
+    po.rank = compression.powersgd_rank;
+    po.seed = compression.seed;
+    RM_ASSIGN_OR_RETURN(
+        dp->powersgd_,
+        DevicePowerSgd::Create(PowerSgdMatricesFor(layout, hybrid ? &dp->parts_ : nullptr),
+                               hybrid ? dp->local_total_ : dp->n_, po));
   }
   const size_t U = dp->parts_.units.size();
   dp->gathered_.assign(U, nullptr);
@@ -257,7 +273,8 @@ absl::Status CudaDataParallel::CollectCommTime() {
 
 size_t CudaDataParallel::pooled_bytes() const {
   return all_pooled_.size() * max_padded_ * sizeof(float) + small_bytes_ +
-         (two_stage_ != nullptr ? two_stage_->device_bytes() : 0);
+         (two_stage_ != nullptr ? two_stage_->device_bytes() : 0) +
+         (powersgd_ != nullptr ? powersgd_->device_bytes() : 0);
 }
 
 absl::Status CudaDataParallel::BeginStep() {
@@ -387,7 +404,7 @@ void CudaDataParallel::GradsDone(int unit) {
   absl::Status s;
   switch (sharding_) {
     case Sharding::kNoShard:
-      if (!last_micro_ || world_size_ == 1) return;
+      if (!last_micro_ || world_size_ == 1 || PowerSgdNow()) return;  // PowerSGD: in Reduce
       s = AllReduceGrads(*comms_.world, full_grads_ + u.begin, u.numel,
                          residual_ag_ != nullptr ? residual_ag_ + u.begin : nullptr);
       break;
@@ -446,8 +463,15 @@ void CudaDataParallel::RunEmptyForward(int num_units) {
 absl::StatusOr<ReducedStep> CudaDataParallel::Reduce(double local_loss, float flag) {
   RM_RETURN_IF_ERROR(status());
   const bool hybrid = sharding_ == Sharding::kHybridShard;
+  if (sharding_ == Sharding::kNoShard && world_size_ > 1 && PowerSgdNow()) {
+    RM_RETURN_IF_ERROR(PowerSgdAllReduce(*comms_.world, full_grads_, n_));
+  }
   if (hybrid && comms_.inter->size() > 1) {
-    RM_RETURN_IF_ERROR(AllReduceGrads(*comms_.inter, shard_grads_, local_total_, residual_ag_));
+    if (PowerSgdNow()) {
+      RM_RETURN_IF_ERROR(PowerSgdAllReduce(*comms_.inter, shard_grads_, local_total_));
+    } else {
+      RM_RETURN_IF_ERROR(AllReduceGrads(*comms_.inter, shard_grads_, local_total_, residual_ag_));
+    }
   }
   // Each element of the gradient counted once: rank 0 for replicated gradients, shard owners
   // otherwise (only node 0's under hybrid_shard, where every node holds the same shards).
@@ -501,7 +525,21 @@ absl::StatusOr<ReducedStep> CudaDataParallel::Reduce(double local_loss, float fl
   return out;
 }
 
+absl::Status CudaDataParallel::PowerSgdAllReduce(Communicator& comm, float* data, size_t total) {
+  comm_.reduce_raw_bytes += AllReduceBytes(total, comm.size());
+  comm_.reduce_wire_bytes += AllReduceBytes(powersgd_->wire_floats_per_call(), comm.size());
+  RM_ASSIGN_OR_RETURN(const size_t timing, CommBegin());
+  RM_RETURN_IF_ERROR(powersgd_->AllReduce(
+      data, comm.size(),
+      [&](float* d, size_t n) {
+        return comm.AllReduceSumAsync(d, n, DataType::kFloat32, stream())->Wait();
+      },
+      stream_));
+  return CommEnd(timing);
+}
+
 absl::Status CudaDataParallel::Update(int64_t step, double lr, const AdamWOptions& adam) {
+  optimizer_step_ = step;
   float* params = sharding_ == Sharding::kNoShard ? full_params_ : shard_params_;
   RM_CUDA_RETURN_IF_ERROR(AdamWStep(params, update_grads(), exp_avg_, exp_avg_sq_, decay_mask_,
                                     update_size(), step, lr, adam.beta1, adam.beta2, adam.eps,

@@ -22,7 +22,9 @@
 // blocks that each owner decodes and adds in rank order (int8 keeps the quantisation error of
 // what it sent, per unit); an all-reduce (no_shard's per unit, hybrid_shard's across nodes) is
 // the two-stage compressed all-reduce with zero-chunk skipping (device_two_stage_allreduce.h).
-// PowerSGD is not on the GPU yet.
+// PowerSGD (device_powersgd.h) replaces the replicated all-reduces once the optimizer has taken
+// `powersgd_start_step` steps: no_shard's whole gradient after backward, hybrid_shard's shard
+// gradients across nodes.
 //
 // Streams: everything, collectives included, is enqueued on the one stream given, so every
 // operation is ordered after what it reads and before what reads it, and the host never waits
@@ -47,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "common/trainer_metrics.h"
 #include "trainer/comm/communicator.h"
+#include "trainer/cuda/device_powersgd.h"
 #include "trainer/cuda/device_two_stage_allreduce.h"
 #include "trainer/dist/data_parallel.h"
 #include "trainer/dist/unit_shards.h"
@@ -56,6 +59,15 @@
 #include "trainer/optim/adamw.h"
 
 namespace ringmaster::trainer::cuda {
+
+// How the gradient reductions are compressed (the job's distributed.compression).
+struct CudaCompression {
+  WireCodec codec = WireCodec::kNone;
+  bool powersgd = false;
+  int powersgd_rank = 4;
+  int64_t powersgd_start_step = 0;  // optimizer steps all-reduced exactly first
+  uint64_t seed = 0;                // PowerSGD's initial Q
+};
 
 // What the ranks' reductions of one step add up to.
 struct ReducedStep {
@@ -70,7 +82,8 @@ class CudaDataParallel : public UnitAccess<float> {
   // world of one. Buffers are device memory of the current device; `stream` must outlive this.
   static absl::StatusOr<std::unique_ptr<CudaDataParallel>> Create(
       const ParamLayout& layout, Sharding sharding, const DataParallelComms& comms,
-      const std::vector<float>& initial, cudaStream_t stream, WireCodec codec = WireCodec::kNone);
+      const std::vector<float>& initial, cudaStream_t stream,
+      const CudaCompression& compression = {});
   ~CudaDataParallel() override;
   CudaDataParallel(const CudaDataParallel&) = delete;
   CudaDataParallel& operator=(const CudaDataParallel&) = delete;
@@ -102,6 +115,8 @@ class CudaDataParallel : public UnitAccess<float> {
   // AdamW step `step` (1-based) with `lr` on this rank's part, then (shard_grad_op) the updated
   // shards all-gathered into the full parameters. Collective for shard_grad_op.
   absl::Status Update(int64_t step, double lr, const AdamWOptions& adam);
+  // The optimizer's step after a checkpoint load (PowerSGD starts by it).
+  void set_optimizer_step(int64_t step) { optimizer_step_ = step; }
 
   // Collective. Sum over ranks of a few host values (staged through device memory).
   absl::Status AllReduceWorld(std::vector<float>* values);
@@ -180,6 +195,14 @@ class CudaDataParallel : public UnitAccess<float> {
   // encoded blocks of a reduce-scatter (g slots of stride_ bytes, 4-byte aligned), the two-stage
   // all-reduce's buffers.
   WireCodec codec_ = WireCodec::kNone;
+  CudaCompression compression_;
+  std::unique_ptr<DevicePowerSgd> powersgd_;
+  int64_t optimizer_step_ = 0;
+  bool PowerSgdNow() const {
+    return powersgd_ != nullptr && optimizer_step_ >= compression_.powersgd_start_step;
+  }
+  // PowerSGD's all-reduce of data (its `total` floats) over `comm`, timed and counted.
+  absl::Status PowerSgdAllReduce(Communicator& comm, float* data, size_t total);
   float *residual_rs_ = nullptr, *residual_ag_ = nullptr;
   uint8_t *send_ = nullptr, *recv_ = nullptr;
   size_t stride_ = 0;

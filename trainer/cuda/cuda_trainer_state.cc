@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<CudaTrainerState>> CudaTrainerState::Create(
   RM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->step_begin_));
   RM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->step_end_));
   RM_ASSIGN_OR_RETURN(s->dp_, CudaDataParallel::Create(layout, options.sharding, comms, params,
-                                                       s->stream_, options.codec));
+                                                       s->stream_, options.compression));
   RM_ASSIGN_OR_RETURN(s->gemm_, Gemm::Create(options.tf32));
   RM_ASSIGN_OR_RETURN(s->model_, CudaBertModel::Create(config, layout, s->gemm_.get(), s->stream_,
                                                        options.precision));
@@ -199,6 +199,7 @@ absl::Status CudaTrainerState::Upload(const std::vector<float>& params,
   }
   RM_RETURN_IF_ERROR(dp_->LoadFrom(params, exp_avg, exp_avg_sq));
   step_ = step;
+  dp_->set_optimizer_step(step);
   model_->WeightsChanged();
   return absl::OkStatus();
 }

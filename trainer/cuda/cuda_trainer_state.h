@@ -32,8 +32,8 @@ struct CudaTrainerOptions {
   AdamWOptions adam;
   // How the state is split over the ranks (a world of one holds everything).
   Sharding sharding = Sharding::kNoShard;
-  // The codec of the gradient reductions between ranks (cuda_data_parallel.h).
-  WireCodec codec = WireCodec::kNone;
+  // How the gradient reductions between ranks are compressed (cuda_data_parallel.h).
+  CudaCompression compression;
   bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores (sm_80+)
   // GEMM operand precision (autocast.h). fp16 scales the loss dynamically (loss_scaler.h).
   GemmPrecision precision = GemmPrecision::kFp32;

@@ -39,6 +39,26 @@ constexpr int kKeyHybridInter = -1;
 
 }  // namespace
 
+std::vector<MatrixRange> PowerSgdMatricesFor(const ParamLayout& layout, const UnitShards* shards) {
+  std::vector<MatrixRange> mats;
+  for (const ParamSpec& s : layout.specs) {
+    if (s.shape.size() != 2) continue;
+    const size_t rows = static_cast<size_t>(s.shape[0]), cols = static_cast<size_t>(s.shape[1]);
+    if (shards == nullptr) {
+      mats.push_back({s.offset, rows, cols});
+      continue;
+    }
+    // The whole rows of this matrix that lie in this rank's shard of its unit.
+    const UnitShard& u = shards->units[s.unit];
+    const size_t ob = u.owned_begin, oe = ob + u.valid;
+    const size_t b = std::max(ob, s.offset), e = std::min(oe, s.offset + s.numel);
+    if (b >= e) continue;
+    const size_t r0 = (b - s.offset + cols - 1) / cols, r1 = (e - s.offset) / cols;
+    if (r1 > r0) mats.push_back({u.local + (s.offset + r0 * cols - ob), r1 - r0, cols});
+  }
+  return mats;
+}
+
 DataParallel::DataParallel(const ParamLayout& layout, const DataParallelOptions& options,
                            const DataParallelComms& comms)
     : layout_(layout), options_(options), comms_(comms) {}
@@ -108,28 +128,13 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
   }
 
   if (options.powersgd) {
-    std::vector<MatrixRange> mats;
-    size_t total = 0;
-    for (const ParamSpec& s : layout.specs) {
-      if (s.shape.size() != 2) continue;
-      const size_t rows = static_cast<size_t>(s.shape[0]), cols = static_cast<size_t>(s.shape[1]);
-      if (!hybrid) {
-        mats.push_back({s.offset, rows, cols});
-        continue;
-      }
-      // The whole rows of this matrix that lie in this rank's shard of its unit.
-      const Unit& u = dp->units_[s.unit];
-      const size_t ob = u.owned_begin, oe = ob + u.valid;
-      const size_t b = std::max(ob, s.offset), e = std::min(oe, s.offset + s.numel);
-      if (b >= e) continue;
-      const size_t r0 = (b - s.offset + cols - 1) / cols, r1 = (e - s.offset) / cols;
-      if (r1 > r0) mats.push_back({u.local + (s.offset + r0 * cols - ob), r1 - r0, cols});
-    }
-    total = hybrid ? dp->local_total_ : layout.total;
     PowerSgdOptions po;
     po.rank = options.powersgd_rank;
     po.seed = options.seed;
-    dp->powersgd_ = std::make_unique<PowerSgd>(std::move(mats), total, po);
+    const UnitShards parts{dp->units_, dp->local_total_, dp->group_rank_, dp->group_size_};
+    dp->powersgd_ =
+        std::make_unique<PowerSgd>(PowerSgdMatricesFor(layout, hybrid ? &parts : nullptr),
+                                   hybrid ? dp->local_total_ : layout.total, po);
   }
   return dp;
 }

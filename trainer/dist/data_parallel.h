@@ -80,6 +80,12 @@ struct DataParallelOptions {
 // measure their links. The one place the job-level setting maps to a WireCodec.
 void SetCompression(Compression compression, int powersgd_rank, DataParallelOptions* options);
 
+// The matrices PowerSGD compresses: every 2-D parameter of the layout (flat offsets), or with
+// `shards` (hybrid_shard: PowerSGD across nodes on the shard gradients) the whole rows of each
+// that lie in this rank's shard of its unit (offsets in the local buffer). Shared with the CUDA
+// engine (trainer/cuda/cuda_data_parallel.h).
+std::vector<MatrixRange> PowerSgdMatricesFor(const ParamLayout& layout, const UnitShards* shards);
+
 // The communicators the engine runs on. `world` spans every rank. For hybrid_shard, `intra` is
 // this node's ranks (the shard group) and `inter` the ranks with this rank's local index on
 // every node; both null otherwise.

@@ -115,17 +115,36 @@ void Orthonormalise(float* p, size_t rows, size_t r, std::vector<double>& work) 
 
 }  // namespace
 
-PowerSgd::PowerSgd(std::vector<MatrixRange> matrices, size_t total, PowerSgdOptions options)
-    : total_(total), options_(options) {
+void PowerSgdInitialQ(uint64_t seed, size_t index, float* q, size_t n) {
+  FillNormal(seed, index, q, n);
+}
+
+void PowerSgdOrthonormalise(float* p, size_t rows, size_t r, std::vector<double>& work) {
+  Orthonormalise(p, rows, r, work);
+}
+
+bool PowerSgdWarmStart(const float* q_new, size_t cols, size_t r, float* q) {
+  for (size_t k = 0; k < cols * r; ++k) {
+    if (!std::isfinite(q_new[k])) return false;
+  }
+  for (size_t j = 0; j < r; ++j) {
+    double s = 0;
+    for (size_t i = 0; i < cols; ++i) s += static_cast<double>(q_new[i * r + j]) * q_new[i * r + j];
+    const double scale = s > 0 ? 1.0 / std::sqrt(s) : 0.0;
+    for (size_t i = 0; i < cols; ++i) q[i * r + j] = static_cast<float>(q_new[i * r + j] * scale);
+  }
+  return true;
+}
+
+absl::StatusOr<PowerSgdPlan> PlanPowerSgd(const std::vector<MatrixRange>& matrices, size_t total,
+                                          const PowerSgdOptions& options) {
   if (options.rank < 1) {
-    init_status_ =
-        absl::InvalidArgumentError(absl::StrCat("PowerSgd: rank must be >= 1, got ", options.rank));
-    return;
+    return absl::InvalidArgumentError(
+        absl::StrCat("PowerSgd: rank must be >= 1, got ", options.rank));
   }
   if (options.min_compression_rate < 0) {
-    init_status_ = absl::InvalidArgumentError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "PowerSgd: min_compression_rate must be >= 0, got ", options.min_compression_rate));
-    return;
   }
   // Validate ranges: inside [0, total), no overlaps among non-empty matrices.
   std::vector<std::pair<size_t, size_t>> intervals;  // [begin, end) of every non-empty matrix
@@ -134,23 +153,21 @@ PowerSgd::PowerSgd(std::vector<MatrixRange> matrices, size_t total, PowerSgdOpti
     size_t size;
     if (__builtin_mul_overflow(m.rows, m.cols, &size) || m.offset > total ||
         size > total - m.offset) {
-      init_status_ = absl::InvalidArgumentError(
+      return absl::InvalidArgumentError(
           absl::StrCat("PowerSgd: matrix ", i, " (offset ", m.offset, ", ", m.rows, "x", m.cols,
                        ") does not fit in a buffer of ", total, " floats"));
-      return;
     }
     if (size > 0) intervals.emplace_back(m.offset, m.offset + size);
   }
   std::sort(intervals.begin(), intervals.end());
   for (size_t i = 1; i < intervals.size(); ++i) {
     if (intervals[i].first < intervals[i - 1].second) {
-      init_status_ = absl::InvalidArgumentError(
+      return absl::InvalidArgumentError(
           absl::StrCat("PowerSgd: matrices overlap at element ", intervals[i].first));
-      return;
     }
   }
-
   // Choose the compressed matrices (in the caller's order: the index seeds Q).
+  PowerSgdPlan plan;
   std::vector<std::pair<size_t, size_t>> compressed_intervals;
   for (size_t i = 0; i < matrices.size(); ++i) {
     const MatrixRange& m = matrices[i];
@@ -158,40 +175,54 @@ PowerSgd::PowerSgd(std::vector<MatrixRange> matrices, size_t total, PowerSgdOpti
     if (r == 0) continue;
     if (m.rows > static_cast<size_t>(std::numeric_limits<int>::max()) ||
         m.cols > static_cast<size_t>(std::numeric_limits<int>::max())) {
-      init_status_ = absl::InvalidArgumentError(absl::StrCat(
+      return absl::InvalidArgumentError(absl::StrCat(
           "PowerSgd: matrix ", i, " is too large for BLAS (", m.rows, "x", m.cols, ")"));
-      return;
     }
     const size_t size = m.rows * m.cols;
     const size_t threshold =
         SatMul(SatMul(static_cast<size_t>(options.min_compression_rate), m.rows + m.cols), r);
     if (size < threshold) continue;  // too small to gain: sent exactly
-    Compressed c;
-    c.index = i;
-    c.offset = m.offset;
-    c.rows = m.rows;
-    c.cols = m.cols;
-    c.rank = r;
-    c.p_offset = p_floats_;
-    c.q_offset = q_floats_;
-    c.m_offset = m_floats_;
-    m_floats_ += size;
-    p_floats_ += m.rows * r;
-    q_floats_ += m.cols * r;
-    c.residual.assign(size, 0.0f);
-    c.q.resize(m.cols * r);
-    FillNormal(options.seed, i, c.q.data(), c.q.size());
+    plan.compressed.push_back({i, m.offset, m.rows, m.cols, r});
     compressed_intervals.emplace_back(m.offset, m.offset + size);
-    compressed_.push_back(std::move(c));
   }
   std::sort(compressed_intervals.begin(), compressed_intervals.end());
   size_t pos = 0;
   for (const auto& [begin, end] : compressed_intervals) {
-    if (begin > pos) uncompressed_.push_back({pos, begin - pos});
+    if (begin > pos) plan.uncompressed.push_back({pos, begin - pos});
     pos = end;
   }
-  if (total > pos) uncompressed_.push_back({pos, total - pos});
-  for (const Span& s : uncompressed_) uncompressed_floats_ += s.size;
+  if (total > pos) plan.uncompressed.push_back({pos, total - pos});
+  for (const auto& span : plan.uncompressed) plan.uncompressed_floats += span.second;
+  return plan;
+}
+
+PowerSgd::PowerSgd(std::vector<MatrixRange> matrices, size_t total, PowerSgdOptions options)
+    : total_(total), options_(options) {
+  absl::StatusOr<PowerSgdPlan> plan = PlanPowerSgd(matrices, total, options);
+  if (!plan.ok()) {
+    init_status_ = plan.status();
+    return;
+  }
+  for (const PowerSgdMatrixPlan& m : plan->compressed) {
+    Compressed c;
+    c.index = m.index;
+    c.offset = m.offset;
+    c.rows = m.rows;
+    c.cols = m.cols;
+    c.rank = m.rank;
+    c.p_offset = p_floats_;
+    c.q_offset = q_floats_;
+    c.m_offset = m_floats_;
+    m_floats_ += m.rows * m.cols;
+    p_floats_ += m.rows * m.rank;
+    q_floats_ += m.cols * m.rank;
+    c.residual.assign(m.rows * m.cols, 0.0f);
+    c.q.resize(m.cols * m.rank);
+    FillNormal(options.seed, m.index, c.q.data(), c.q.size());
+    compressed_.push_back(std::move(c));
+  }
+  for (const auto& [offset, size] : plan->uncompressed) uncompressed_.push_back({offset, size});
+  uncompressed_floats_ = plan->uncompressed_floats;
 }
 
 size_t PowerSgd::wire_floats_per_call() const {
@@ -275,20 +306,8 @@ absl::Status PowerSgd::AllReduce(float* grads, int world_size,
     for (size_t k = 0; k < size; ++k) e[k] = FiniteOrZero(mm[k] - g[k] * inv_world);
     // Warm start: Q' with unit columns (same span for the next P, bounded magnitudes). A
     // non-finite Q' (a NaN/inf gradient this step) restarts from the seeded Q instead.
-    bool finite = true;
-    for (size_t k = 0; k < c.q.size(); ++k) finite &= std::isfinite(q[k]);
-    if (!finite) {
+    if (!PowerSgdWarmStart(q, c.cols, c.rank, c.q.data())) {
       FillNormal(options_.seed, c.index, c.q.data(), c.q.size());
-      continue;
-    }
-    for (size_t j = 0; j < c.rank; ++j) {
-      double s = 0;
-      for (size_t i = 0; i < c.cols; ++i)
-        s += static_cast<double>(q[i * c.rank + j]) * q[i * c.rank + j];
-      const double scale = s > 0 ? 1.0 / std::sqrt(s) : 0.0;
-      for (size_t i = 0; i < c.cols; ++i) {
-        c.q[i * c.rank + j] = static_cast<float>(q[i * c.rank + j] * scale);
-      }
     }
   }
   return absl::OkStatus();

@@ -6,9 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace ringmaster::trainer {
 
@@ -28,6 +30,31 @@ struct PowerSgdOptions {
   // compression would not shrink it by at least this factor. 0 compresses every matrix.
   int min_compression_rate = 2;
 };
+
+// The pieces PowerSgd is made of, shared with its GPU twin (trainer/cuda/device_powersgd.h) so
+// that both choose the same matrices, start from the same Q and orthonormalise alike.
+struct PowerSgdMatrixPlan {
+  size_t index;  // position in the constructor's `matrices` (seeds its Q)
+  size_t offset, rows, cols, rank;
+};
+struct PowerSgdPlan {
+  std::vector<PowerSgdMatrixPlan> compressed;           // in the caller's order
+  std::vector<std::pair<size_t, size_t>> uncompressed;  // (offset, size) spans, sorted
+  size_t uncompressed_floats = 0;
+};
+// Validates `matrices` (inside [0, total), not overlapping; InvalidArgument naming the matrix
+// otherwise) and picks those worth compressing (see PowerSgdOptions::min_compression_rate).
+absl::StatusOr<PowerSgdPlan> PlanPowerSgd(const std::vector<MatrixRange>& matrices, size_t total,
+                                          const PowerSgdOptions& options);
+// Matrix `index`'s initial Q (n floats), standard normal from (seed, index) only: the same on
+// every rank and platform.
+void PowerSgdInitialQ(uint64_t seed, size_t index, float* q, size_t n);
+// Orthonormalises the columns of the row-major rows x r matrix `p` (r <= rows) in double (see
+// PowerSgd::AllReduce); `work` is scratch.
+void PowerSgdOrthonormalise(float* p, size_t rows, size_t r, std::vector<double>& work);
+// The warm start: Q' (cols x r, row-major) with unit columns into q. False, q untouched, when Q'
+// is not finite (the caller restarts from the seeded Q).
+bool PowerSgdWarmStart(const float* q_new, size_t cols, size_t r, float* q);
 
 // One instance per rank; not thread-safe. All ranks must construct it with the same matrices,
 // total and options.

@@ -188,7 +188,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   TrainPlan plan = MakeTrainPlan(job, world, data.train_keys);
   std::unique_ptr<StepEngine> engine;
   if (on_cuda) {
-    RM_ASSIGN_OR_RETURN(engine, cuda(job, model.config, model.layout, model.params.data(), *dist));
+    RM_ASSIGN_OR_RETURN(engine, cuda(job, model.config, model.layout, model.params.data(), *dist,
+                                     plan.total_steps, plan.schedule.warmup_steps));
   } else {
     RM_ASSIGN_OR_RETURN(
         engine, CpuEngine::Create(engine_options, model.config, model.layout, model.params.data(),

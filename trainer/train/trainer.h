@@ -48,11 +48,12 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
                     std::vector<float>* logits);
 
 // Builds the step engine of `train.device: cuda` from the loaded model (its config, layout and
-// initial parameters) for this rank of `dist`. A binary linked with the CUDA engine
+// initial parameters) for this rank of `dist`, in a run of `total_steps` with `warmup_steps` of LR
+// warmup (PowerSGD's default start). A binary linked with the CUDA engine
 // (trainer/cuda/cuda_engine.h) passes one to Trainer::Create; without it device cuda is refused.
 using CudaEngineFactory = std::function<absl::StatusOr<std::unique_ptr<StepEngine>>(
     const JobSpec& job, const BertConfig& config, const ParamLayout& layout, const float* initial,
-    DistContext& dist)>;
+    DistContext& dist, int64_t total_steps, int64_t warmup_steps)>;
 
 class Trainer {
  public:
