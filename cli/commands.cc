@@ -18,6 +18,12 @@ int Error(CliIo& io, const absl::Status& s) {
   return 1;
 }
 
+v1::JobStatus WithoutRates(v1::JobStatus s) {
+  s.clear_samples_per_second();
+  s.clear_eta();
+  return s;
+}
+
 std::string RandomRequestId() {
   std::random_device rd;
   return absl::StrFormat("%08x%08x", rd(), rd());
@@ -49,12 +55,18 @@ absl::StatusOr<std::string> SubmitJobFile(CoordinatorClient& client, const std::
 int FollowJob(CoordinatorClient& client, const std::string& job_id, CliIo& io) {
   v1::JobStatus last;
   std::string last_line;
+  std::string last_update;
   bool drawn = false;
   auto show = [&](const v1::JobStatus& st) {
     last = st;
     const std::string line = FormatProgressLine(st);
     if (line == last_line) return;
+    // Off a terminal a line is written per update (a step, a phase, a failure...): the rate and
+    // the ETA alone change with every rank's report and would repeat the step.
+    const std::string update = FormatProgressLine(WithoutRates(st));
+    if (!io.tty && update == last_update) return;
     last_line = line;
+    last_update = update;
     if (io.tty) {
       Print(io.out, absl::StrCat("\r\033[K", line));  // redraw in place
       drawn = true;

@@ -21,7 +21,7 @@ class FakeClient final : public CoordinatorClient {
     return resp;
   }
   absl::StatusOr<v1::JobStatus> GetJob(const std::string& id) override {
-    if (id != "job-1") return absl::NotFoundError("no job " + id);
+    if (id != "job-1" || updates.empty()) return absl::NotFoundError("no job " + id);
     return updates.back();
   }
   absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest&) override {
@@ -32,7 +32,8 @@ class FakeClient final : public CoordinatorClient {
     s.set_phase(v1::JOB_PHASE_CANCELLED);
     return s;
   }
-  absl::StatusOr<v1::ListNodesResponse> ListNodes() override { return v1::ListNodesResponse(); }
+  absl::StatusOr<v1::ListNodesResponse> ListNodes() override { return nodes; }
+  v1::ListNodesResponse nodes;
   absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& req) override {
     last_logs_request = req;
     return logs;
@@ -98,6 +99,30 @@ TEST(Commands, FollowPrintsPlainLinesAndSucceeds) {
   EXPECT_THAT(out, HasSubstr("Succeeded  step 10/10"));
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3);  // the repeated status is not printed
   EXPECT_EQ(out.find('\r'), std::string::npos);
+}
+
+// Off a terminal, one line per update: a new rate or ETA for the same step is not a new line.
+TEST(Commands, FollowPrintsOneLinePerStepOffATerminal) {
+  FakeClient c;
+  auto running = [](int64_t step, double rate) {
+    v1::JobStatus s = Phase(v1::JOB_PHASE_RUNNING, step);
+    s.set_samples_per_second(rate);
+    return s;
+  };
+  c.updates = {running(3, 40), running(3, 80), running(4, 41), running(4, 42),
+               Phase(v1::JOB_PHASE_SUCCEEDED, 10)};
+  Captured cap;
+  EXPECT_EQ(FollowJob(c, "job-1", cap.io), 0);
+  const std::string out = Captured::Text(cap.out);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3) << out;
+  EXPECT_THAT(out, HasSubstr("step 3/10  loss 0.0000  40.0 samples/s"));
+  EXPECT_THAT(out, HasSubstr("step 4/10  loss 0.0000  41.0 samples/s"));
+  // On a terminal the line is redrawn with every new figure.
+  Captured tty;
+  tty.io.tty = true;
+  EXPECT_EQ(FollowJob(c, "job-1", tty.io), 0);
+  const std::string drawn = Captured::Text(tty.out);
+  EXPECT_EQ(std::count(drawn.begin(), drawn.end(), '\r'), 5) << drawn;
 }
 
 TEST(Commands, FollowRedrawsOnATerminalAndFailsOnFailure) {
