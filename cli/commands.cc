@@ -98,7 +98,23 @@ int CmdSubmit(CoordinatorClient& client, const std::string& path, bool follow, C
   if (!id.ok()) return Error(io, id.status());
   Print(io.out, *id + "\n");
   std::fflush(io.out);
-  return follow ? FollowJob(client, *id, io) : 0;
+  // A job the cluster cannot place yet is accepted and waits: say so now, not after the timeout.
+  absl::StatusOr<v1::JobStatus> st = client.GetJob(*id);
+  absl::StatusOr<v1::ListNodesResponse> nodes = client.ListNodes();
+  if (st.ok() && nodes.ok()) {
+    if (const std::string note = SubmitWaitNote(*st, *nodes); !note.empty()) {
+      Print(io.err, absl::StrCat("ringmaster: ", note, "\n"));
+    }
+  }
+  if (!follow) return 0;
+  const int rc = FollowJob(client, *id, io);
+  if (rc == 130) {
+    // Ctrl-C stops the following, not the job.
+    Print(io.err, absl::StrCat("ringmaster: stopped following; job ", *id,
+                               " keeps running (`ringmaster status ", *id, "`; `ringmaster cancel ",
+                               *id, "` stops it)\n"));
+  }
+  return rc;
 }
 
 int CmdStatus(CoordinatorClient& client, const std::string& job_id, CliIo& io) {

@@ -159,6 +159,44 @@ TEST(Commands, SubmitSendsTheFileWithItsDirectory) {
   fs::remove_all(dir);
 }
 
+// A job needing more nodes than are Ready is accepted; submit says it waits, and for what.
+TEST(Commands, SubmitSaysAJobWaitsForNodesThatAreNotReady) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("commands_wait_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  ASSERT_TRUE(WriteFileAtomic((dir / "job.yaml").string(), "name: x\n").ok());
+  FakeClient c;
+  v1::JobStatus waiting = Phase(v1::JOB_PHASE_RENDEZVOUS, 0);
+  waiting.set_job_id("job-1");
+  waiting.mutable_rendezvous()->set_min_nodes(3);
+  waiting.mutable_rendezvous()->set_max_nodes(3);
+  c.updates = {waiting};
+  for (v1::NodeState st : {v1::NODE_STATE_READY, v1::NODE_STATE_BUSY, v1::NODE_STATE_LOST}) {
+    c.nodes.add_nodes()->set_state(st);
+  }
+  c.nodes.mutable_nodes(1)->set_job_id("job-1");  // joined this job already
+  Captured cap;
+  EXPECT_EQ(CmdSubmit(c, (dir / "job.yaml").string(), false, cap.io), 0);
+  EXPECT_EQ(Captured::Text(cap.out), "job-1\n");
+  EXPECT_THAT(Captured::Text(cap.err),
+              HasSubstr("job job-1 needs 3 nodes; the cluster has 2 Ready (of 3 registered): it "
+                        "waits for 1 more node (2 of 3 Ready)"));
+  // Ctrl-C while following: the job goes on, and the user is told how to stop it.
+  Captured stopped;
+  stopped.io.interrupted = [] { return true; };
+  c.unavailable_first = 100;
+  EXPECT_EQ(CmdSubmit(c, (dir / "job.yaml").string(), true, stopped.io), 130);
+  EXPECT_THAT(Captured::Text(stopped.err),
+              HasSubstr("stopped following; job job-1 keeps running (`ringmaster status job-1`; "
+                        "`ringmaster cancel job-1` stops it)"));
+  // Enough Ready nodes: nothing to say.
+  c.nodes.mutable_nodes(2)->set_state(v1::NODE_STATE_READY);
+  Captured enough;
+  EXPECT_EQ(CmdSubmit(c, (dir / "job.yaml").string(), false, enough.io), 0);
+  EXPECT_EQ(Captured::Text(enough.err), "");
+  fs::remove_all(dir);
+}
+
 TEST(Commands, LogsPrintsTheRanksLogTailAndSaysWhenItIsCut) {
   FakeClient c;
   v1::GetLogsResponse r;
