@@ -66,7 +66,6 @@ interrupted() {  # $1 = new name
 
 # 2. Changed lr and global batch size: refused, exit 3, both keys named, nothing written.
 interrupted b
-cp "$work/b/job.yaml" "$work/b-job.yaml.before"
 before=$(fingerprint "$work/b")
 run b --config "$(job b 0.002 16 4)"
 ((rc == 3)) || { cat "$work/b.out"; fail "changed settings: exit $rc, expected 3"; }
