@@ -18,6 +18,12 @@ int Error(CliIo& io, const absl::Status& s) {
   return 1;
 }
 
+v1::JobStatus WithoutRates(v1::JobStatus s) {
+  s.clear_samples_per_second();
+  s.clear_eta();
+  return s;
+}
+
 std::string RandomRequestId() {
   std::random_device rd;
   return absl::StrFormat("%08x%08x", rd(), rd());
@@ -49,12 +55,18 @@ absl::StatusOr<std::string> SubmitJobFile(CoordinatorClient& client, const std::
 int FollowJob(CoordinatorClient& client, const std::string& job_id, CliIo& io) {
   v1::JobStatus last;
   std::string last_line;
+  std::string last_update;
   bool drawn = false;
   auto show = [&](const v1::JobStatus& st) {
     last = st;
     const std::string line = FormatProgressLine(st);
     if (line == last_line) return;
+    // Off a terminal a line is written per update (a step, a phase, a failure...): the rate and
+    // the ETA alone change with every rank's report and would repeat the step.
+    const std::string update = FormatProgressLine(WithoutRates(st));
+    if (!io.tty && update == last_update) return;
     last_line = line;
+    last_update = update;
     if (io.tty) {
       Print(io.out, absl::StrCat("\r\033[K", line));  // redraw in place
       drawn = true;
@@ -86,7 +98,23 @@ int CmdSubmit(CoordinatorClient& client, const std::string& path, bool follow, C
   if (!id.ok()) return Error(io, id.status());
   Print(io.out, *id + "\n");
   std::fflush(io.out);
-  return follow ? FollowJob(client, *id, io) : 0;
+  // A job the cluster cannot place yet is accepted and waits: say so now, not after the timeout.
+  absl::StatusOr<v1::JobStatus> st = client.GetJob(*id);
+  absl::StatusOr<v1::ListNodesResponse> nodes = client.ListNodes();
+  if (st.ok() && nodes.ok()) {
+    if (const std::string note = SubmitWaitNote(*st, *nodes); !note.empty()) {
+      Print(io.err, absl::StrCat("ringmaster: ", note, "\n"));
+    }
+  }
+  if (!follow) return 0;
+  const int rc = FollowJob(client, *id, io);
+  if (rc == 130) {
+    // Ctrl-C stops the following, not the job.
+    Print(io.err, absl::StrCat("ringmaster: stopped following; job ", *id,
+                               " keeps running (`ringmaster status ", *id, "`; `ringmaster cancel ",
+                               *id, "` stops it)\n"));
+  }
+  return rc;
 }
 
 int CmdStatus(CoordinatorClient& client, const std::string& job_id, CliIo& io) {

@@ -21,7 +21,7 @@ class FakeClient final : public CoordinatorClient {
     return resp;
   }
   absl::StatusOr<v1::JobStatus> GetJob(const std::string& id) override {
-    if (id != "job-1") return absl::NotFoundError("no job " + id);
+    if (id != "job-1" || updates.empty()) return absl::NotFoundError("no job " + id);
     return updates.back();
   }
   absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest&) override {
@@ -32,7 +32,8 @@ class FakeClient final : public CoordinatorClient {
     s.set_phase(v1::JOB_PHASE_CANCELLED);
     return s;
   }
-  absl::StatusOr<v1::ListNodesResponse> ListNodes() override { return v1::ListNodesResponse(); }
+  absl::StatusOr<v1::ListNodesResponse> ListNodes() override { return nodes; }
+  v1::ListNodesResponse nodes;
   absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& req) override {
     last_logs_request = req;
     return logs;
@@ -100,6 +101,30 @@ TEST(Commands, FollowPrintsPlainLinesAndSucceeds) {
   EXPECT_EQ(out.find('\r'), std::string::npos);
 }
 
+// Off a terminal, one line per update: a new rate or ETA for the same step is not a new line.
+TEST(Commands, FollowPrintsOneLinePerStepOffATerminal) {
+  FakeClient c;
+  auto running = [](int64_t step, double rate) {
+    v1::JobStatus s = Phase(v1::JOB_PHASE_RUNNING, step);
+    s.set_samples_per_second(rate);
+    return s;
+  };
+  c.updates = {running(3, 40), running(3, 80), running(4, 41), running(4, 42),
+               Phase(v1::JOB_PHASE_SUCCEEDED, 10)};
+  Captured cap;
+  EXPECT_EQ(FollowJob(c, "job-1", cap.io), 0);
+  const std::string out = Captured::Text(cap.out);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3) << out;
+  EXPECT_THAT(out, HasSubstr("step 3/10  loss 0.0000  40.0 samples/s"));
+  EXPECT_THAT(out, HasSubstr("step 4/10  loss 0.0000  41.0 samples/s"));
+  // On a terminal the line is redrawn with every new figure.
+  Captured tty;
+  tty.io.tty = true;
+  EXPECT_EQ(FollowJob(c, "job-1", tty.io), 0);
+  const std::string drawn = Captured::Text(tty.out);
+  EXPECT_EQ(std::count(drawn.begin(), drawn.end(), '\r'), 5) << drawn;
+}
+
 TEST(Commands, FollowRedrawsOnATerminalAndFailsOnFailure) {
   FakeClient c;
   v1::JobStatus failed = Phase(v1::JOB_PHASE_FAILED, 3);
@@ -131,6 +156,44 @@ TEST(Commands, SubmitSendsTheFileWithItsDirectory) {
   Captured cap2;
   EXPECT_EQ(CmdStatus(c, "nope", cap2.io), 1);
   EXPECT_THAT(Captured::Text(cap2.err), HasSubstr("no job nope"));
+  fs::remove_all(dir);
+}
+
+// A job needing more nodes than are Ready is accepted; submit says it waits, and for what.
+TEST(Commands, SubmitSaysAJobWaitsForNodesThatAreNotReady) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("commands_wait_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  ASSERT_TRUE(WriteFileAtomic((dir / "job.yaml").string(), "name: x\n").ok());
+  FakeClient c;
+  v1::JobStatus waiting = Phase(v1::JOB_PHASE_RENDEZVOUS, 0);
+  waiting.set_job_id("job-1");
+  waiting.mutable_rendezvous()->set_min_nodes(3);
+  waiting.mutable_rendezvous()->set_max_nodes(3);
+  c.updates = {waiting};
+  for (v1::NodeState st : {v1::NODE_STATE_READY, v1::NODE_STATE_BUSY, v1::NODE_STATE_LOST}) {
+    c.nodes.add_nodes()->set_state(st);
+  }
+  c.nodes.mutable_nodes(1)->set_job_id("job-1");  // joined this job already
+  Captured cap;
+  EXPECT_EQ(CmdSubmit(c, (dir / "job.yaml").string(), false, cap.io), 0);
+  EXPECT_EQ(Captured::Text(cap.out), "job-1\n");
+  EXPECT_THAT(Captured::Text(cap.err),
+              HasSubstr("job job-1 needs 3 nodes; the cluster has 2 Ready (of 3 registered): it "
+                        "waits for 1 more node (2 of 3 Ready)"));
+  // Ctrl-C while following: the job goes on, and the user is told how to stop it.
+  Captured stopped;
+  stopped.io.interrupted = [] { return true; };
+  c.unavailable_first = 100;
+  EXPECT_EQ(CmdSubmit(c, (dir / "job.yaml").string(), true, stopped.io), 130);
+  EXPECT_THAT(Captured::Text(stopped.err),
+              HasSubstr("stopped following; job job-1 keeps running (`ringmaster status job-1`; "
+                        "`ringmaster cancel job-1` stops it)"));
+  // Enough Ready nodes: nothing to say.
+  c.nodes.mutable_nodes(2)->set_state(v1::NODE_STATE_READY);
+  Captured enough;
+  EXPECT_EQ(CmdSubmit(c, (dir / "job.yaml").string(), false, enough.io), 0);
+  EXPECT_EQ(Captured::Text(enough.err), "");
   fs::remove_all(dir);
 }
 

@@ -90,6 +90,42 @@ bool IsTerminal(v1::JobPhase phase) {
          phase == v1::JOB_PHASE_CANCELLED;
 }
 
+std::string WaitingForNodes(const v1::JobStatus& s) {
+  if (s.phase() != v1::JOB_PHASE_RENDEZVOUS || !s.has_rendezvous()) return "";
+  const v1::RendezvousStatus& r = s.rendezvous();
+  if (r.missing_for_min() == 0) return "";
+  return absl::StrCat("waiting for ", r.missing_for_min(), " more node",
+                      r.missing_for_min() == 1 ? "" : "s", " (", r.joined_node_ids_size(), " of ",
+                      r.min_nodes(), " Ready)");
+}
+
+std::string SubmitWaitNote(const v1::JobStatus& s, const v1::ListNodesResponse& nodes) {
+  if ((s.phase() != v1::JOB_PHASE_RENDEZVOUS && s.phase() != v1::JOB_PHASE_PENDING) ||
+      !s.has_rendezvous()) {
+    return "";
+  }
+  const v1::RendezvousStatus& r = s.rendezvous();
+  // The nodes that joined this job, and the Ready ones that have not joined yet (the job is a
+  // moment old): not the joins alone.
+  uint32_t ready = 0;
+  for (const v1::NodeInfo& n : nodes.nodes()) {
+    ready += n.state() == v1::NODE_STATE_READY || n.job_id() == s.job_id() ? 1 : 0;
+  }
+  if (ready >= r.min_nodes()) return "";
+  const uint32_t more = r.min_nodes() - ready;
+  std::string note = absl::StrCat(
+      "job ", s.job_id(), " needs ", r.min_nodes(), " node", r.min_nodes() == 1 ? "" : "s",
+      "; the cluster has ", ready, " Ready (of ", nodes.nodes_size(), " registered): it waits for ",
+      more, " more node", more == 1 ? "" : "s", " (", ready, " of ", r.min_nodes(), " Ready)");
+  if (r.has_join_deadline()) {
+    absl::StrAppend(&note, " until ", Timestamp(r.join_deadline()),
+                    " (the coordinator's join timeout), then fails");
+  }
+  absl::StrAppend(&note, "; `ringmaster nodes` lists the nodes, `ringmaster cancel ", s.job_id(),
+                  "` withdraws the job");
+  return note;
+}
+
 std::string FormatProgressLine(const v1::JobStatus& s) {
   std::string line = PhaseName(s.phase());
   if (s.phase() == v1::JOB_PHASE_RENDEZVOUS && s.has_rendezvous()) {
@@ -98,6 +134,7 @@ std::string FormatProgressLine(const v1::JobStatus& s) {
     if (s.rendezvous().max_nodes() != s.rendezvous().min_nodes()) {
       absl::StrAppend(&line, "..", s.rendezvous().max_nodes());
     }
+    if (const std::string w = WaitingForNodes(s); !w.empty()) absl::StrAppend(&line, "  ", w);
   }
   if (s.step() > 0 || s.total_steps() > 0) {
     absl::StrAppend(&line, "  step ", s.step());
@@ -145,6 +182,14 @@ std::string FormatJobDetails(const v1::JobStatus& s) {
     absl::StrAppend(&out, "rendezvous: ", s.rendezvous().joined_node_ids_size(), " joined (",
                     absl::StrJoin(s.rendezvous().joined_node_ids(), ", "), "), ",
                     s.rendezvous().missing_for_min(), " missing for the minimum\n");
+    if (const std::string w = WaitingForNodes(s); !w.empty()) {
+      absl::StrAppend(&out, "nodes:      ", w,
+                      s.rendezvous().has_join_deadline()
+                          ? absl::StrCat("; fails at ", Timestamp(s.rendezvous().join_deadline()),
+                                         " (join timeout) unless they join")
+                          : "",
+                      "\n");
+    }
   }
   if (!s.error().empty()) {
     std::string kind = FailureName(s.last_failure());

@@ -19,6 +19,15 @@ bool IsTerminal(v1::JobPhase phase);
 // from the collective.
 std::string FormatProgressLine(const v1::JobStatus& status);
 
+// "waiting for 1 more node (2 of 3 Ready)" for a job in Rendezvous that has fewer nodes than
+// its minimum (`joined` of MIN have joined); empty otherwise.
+std::string WaitingForNodes(const v1::JobStatus& status);
+
+// What `submit` says about a job the cluster cannot place yet: how many of the cluster's nodes
+// are Ready against the job's minimum, that the job waits, and until when (the join deadline)
+// before it fails. Empty when enough nodes are Ready or the job is not waiting for nodes.
+std::string SubmitWaitNote(const v1::JobStatus& status, const v1::ListNodesResponse& nodes);
+
 // A straggler costing less than this (seconds per step) is noise: `status` does not name it.
 inline constexpr double kStragglerShownAbove = 0.05;
 

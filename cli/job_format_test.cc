@@ -40,6 +40,31 @@ TEST(JobFormat, ProgressLineBeforeProgressAndOnFailure) {
   EXPECT_THAT(FormatProgressLine(f), HasSubstr("error: rank 1 exited with 3"));
 }
 
+TEST(JobFormat, AJobShortOfNodesSaysHowManyMoreItWaitsFor) {
+  v1::JobStatus s;
+  s.set_phase(v1::JOB_PHASE_RENDEZVOUS);
+  v1::RendezvousStatus* r = s.mutable_rendezvous();
+  r->add_joined_node_ids("n1");
+  r->add_joined_node_ids("n2");
+  r->set_min_nodes(3);
+  r->set_max_nodes(3);
+  r->set_missing_for_min(1);
+  r->mutable_join_deadline()->set_seconds(1767225600);  // 2026-01-01T00:00:00Z
+  EXPECT_EQ(WaitingForNodes(s), "waiting for 1 more node (2 of 3 Ready)");
+  EXPECT_EQ(FormatProgressLine(s),
+            "Rendezvous  nodes 2/3  waiting for 1 more node (2 of 3 Ready)  restarts 0/0");
+  EXPECT_THAT(FormatJobDetails(s),
+              HasSubstr("nodes:      waiting for 1 more node (2 of 3 Ready); fails at "
+                        "2026-01-01T00:00:00Z (join timeout) unless they join\n"));
+  r->set_missing_for_min(2);
+  EXPECT_EQ(WaitingForNodes(s), "waiting for 2 more nodes (2 of 3 Ready)");
+  r->set_missing_for_min(0);
+  EXPECT_EQ(WaitingForNodes(s), "");
+  s.set_phase(v1::JOB_PHASE_RUNNING);
+  r->set_missing_for_min(1);
+  EXPECT_EQ(WaitingForNodes(s), "");
+}
+
 TEST(JobFormat, PhasesAndTables) {
   EXPECT_EQ(PhaseName(v1::JOB_PHASE_SUCCEEDED), "Succeeded");
   EXPECT_EQ(PhaseName(static_cast<v1::JobPhase>(99)), "Unknown");

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -67,15 +68,15 @@ void Stop(agent::Launcher& launcher, int pid, absl::Duration grace) {
 
 }  // namespace
 
-absl::StatusOr<std::string> OverrideDistributed(std::string_view yaml, int nodes,
-                                                int procs_per_node) {
+absl::StatusOr<std::string> OverrideDistributed(std::string_view yaml, std::optional<int> nodes,
+                                                std::optional<int> procs_per_node) {
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     if (!root.IsMap()) return absl::InvalidArgumentError("the job file is not a YAML mapping");
     YAML::Node dist = root["distributed"];
     if (dist && !dist.IsMap()) return absl::InvalidArgumentError("distributed: is not a mapping");
-    root["distributed"]["nodes"] = std::to_string(nodes);
-    root["distributed"]["procs_per_node"] = procs_per_node;
+    if (nodes) root["distributed"]["nodes"] = std::to_string(*nodes);
+    if (procs_per_node) root["distributed"]["procs_per_node"] = *procs_per_node;
     YAML::Emitter out;
     out << root;
     return std::string(out.c_str()) + "\n";
@@ -123,6 +124,34 @@ std::string LastEvalSummary(const std::string& metrics_path) {
   return summary;
 }
 
+LocalShape ShapeOf(const trainer::JobSpec& job, const LocalOptions& o) {
+  LocalShape shape;
+  const trainer::DistributedSpec& d = job.distributed;
+  const std::string job_nodes = d.min_nodes == d.max_nodes
+                                    ? absl::StrCat(d.min_nodes)
+                                    : absl::StrCat(d.min_nodes, ":", d.max_nodes);
+  // An elastic job gets its most nodes: the coordinator waits for no more.
+  shape.nodes = o.nodes.value_or(d.max_nodes);
+  if (o.nodes && job_nodes != absl::StrCat(*o.nodes)) {
+    shape.overrides.push_back(
+        absl::StrCat("--nodes ", *o.nodes, " overrides the job's distributed.nodes ", job_nodes));
+  }
+  shape.procs = o.procs_per_node ? absl::StrCat(*o.procs_per_node) : d.procs_per_node;
+  if (o.procs_per_node && d.procs_per_node != shape.procs) {
+    shape.overrides.push_back(absl::StrCat("--procs-per-node ", *o.procs_per_node,
+                                           " overrides the job's distributed.procs_per_node ",
+                                           d.procs_per_node));
+  }
+  int procs = 0;
+  if (absl::SimpleAtoi(shape.procs, &procs) && procs > 0) {
+    shape.procs_estimate = procs;
+  } else if (int gpus = 0;
+             absl::SimpleAtoi(o.gpus.substr(0, o.gpus.find('x')), &gpus) && gpus > 0) {
+    shape.procs_estimate = gpus;  // auto: one per GPU of --gpus "NxNAME:..."
+  }
+  return shape;
+}
+
 std::string LocalMetricsAddress(int base, int agent) {
   return absl::StrCat("127.0.0.1:", base + (agent < 0 ? 0 : 1 + agent));
 }
@@ -167,6 +196,13 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
     Say(io, std::string(spec.status().message()));
     return 2;
   }
+  const LocalShape shape = ShapeOf(*spec, o);
+  for (const std::string& line : shape.overrides) Say(io, line);
+  if (o.metrics_port > 0 && o.metrics_port + shape.nodes > 65535) {
+    Say(io, absl::StrCat("--metrics-port ", o.metrics_port, " + ", shape.nodes,
+                         " nodes passes port 65535"));
+    return 2;
+  }
   absl::StatusOr<std::string> yaml = OverrideDistributed(*text, o.nodes, o.procs_per_node);
   if (!yaml.ok()) {
     Say(io, std::string(yaml.status().message()));
@@ -194,8 +230,8 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
     env.erase(secret);
   }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  env["OMP_NUM_THREADS"] =
-      std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nodes * o.procs_per_node)));
+  env["OMP_NUM_THREADS"] = std::to_string(
+      std::max(1u, cores / static_cast<unsigned>(shape.nodes * shape.procs_estimate)));
 
   int exit_code = 1;
   std::vector<int> agents;
@@ -249,17 +285,17 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
   coordinator = *cpid;
   Say(io, absl::StrCat("coordinator on ", target, " (logs and work dirs in ", dir.string(), ")"));
   if (o.metrics_port > 0) {
-    Say(io,
-        absl::StrCat("metrics: coordinator http://", LocalMetricsAddress(o.metrics_port, -1),
-                     "/metrics, agents http://", LocalMetricsAddress(o.metrics_port, 0),
-                     o.nodes > 1 ? absl::StrCat("..", o.metrics_port + o.nodes) : "", "/metrics"));
+    Say(io, absl::StrCat("metrics: coordinator http://", LocalMetricsAddress(o.metrics_port, -1),
+                         "/metrics, agents http://", LocalMetricsAddress(o.metrics_port, 0),
+                         shape.nodes > 1 ? absl::StrCat("..", o.metrics_port + shape.nodes) : "",
+                         "/metrics"));
   }
   if (!client.WaitForConnected(absl::Seconds(30)) || launcher.Poll(coordinator)) {
     Say(io, absl::StrCat("the coordinator did not come up; see ", cs.log_path));
     shutdown();
     return 1;
   }
-  for (int i = 0; i < o.nodes; ++i) {
+  for (int i = 0; i < shape.nodes; ++i) {
     agent::LaunchSpec as;
     const std::string name = absl::StrCat("local-", i);
     as.argv = {o.agent_bin,          "--coordinator",        target,   "--trainer",    o.trainer,
@@ -284,7 +320,7 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
   const absl::Time until = absl::Now() + absl::Seconds(30);
   while (true) {
     absl::StatusOr<v1::ListNodesResponse> n = client.ListNodes();
-    if (n.ok() && n->nodes_size() >= o.nodes) break;
+    if (n.ok() && n->nodes_size() >= shape.nodes) break;
     if (absl::Now() >= until || io.interrupted()) {
       Say(io, absl::StrCat("agents did not register within 30 s; see ", dir.string()));
       shutdown();
@@ -299,8 +335,9 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
     return 1;
   }
   job_id = *id;
-  Say(io, absl::StrCat("job ", job_id, " on ", o.nodes, " node(s) x ", o.procs_per_node,
-                       " process(es)"));
+  Say(io, absl::StrCat("job ", job_id, " on ", shape.nodes, " node(s) x ", shape.procs,
+                       " process(es) per node",
+                       shape.overrides.empty() ? " (the job's distributed settings)" : ""));
   exit_code = FollowJob(client, job_id, io);
   shutdown();
   if (exit_code == 0) {

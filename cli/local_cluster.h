@@ -1,9 +1,12 @@
 // `ringmaster local`: a whole cluster on this machine for one job. Starts a coordinator on
 // 127.0.0.1 (a free port, a temporary database, plaintext: --insecure-loopback) and N agents (own
-// work directories, address 127.0.0.1, no GPUs reported), submits the job with its
-// `distributed.nodes` and `distributed.procs_per_node` set to N and M, follows it to the end and
-// shuts everything down, also on Ctrl-C (the job is cancelled first). Exit code: 0 when the job
-// Succeeded.
+// work directories, address 127.0.0.1, no GPUs reported), submits the job, follows it to the end
+// and shuts everything down, also on Ctrl-C (the job is cancelled first). Exit code: 0 when the
+// job Succeeded.
+//
+// N is the job's `distributed.nodes` (its MAX for "MIN:MAX"), and its `procs_per_node` stands,
+// unless --nodes / --procs-per-node are given: then the job is submitted with them instead, and
+// each override is said on stderr with the job's own value.
 //
 // Processes and their logs live in a temporary directory (kept, and named, when the job did not
 // succeed or with keep_dir).
@@ -12,21 +15,24 @@
 // coordinator on BASE, agent i (from 0) on BASE + 1 + i.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "cli/commands.h"
+#include "jobspec/job_spec.h"
 
 namespace ringmaster::cli {
 
 struct LocalOptions {
   std::string job_path;
-  int nodes = 1;
-  int procs_per_node = 1;
-  std::string trainer;          // ringmaster-trainer
-  std::string coordinator_bin;  // ringmaster-coordinator
-  std::string agent_bin;        // ringmaster-agent
+  std::optional<int> nodes;           // --nodes; unset: the job's distributed.nodes
+  std::optional<int> procs_per_node;  // --procs-per-node; unset: the job's procs_per_node
+  std::string trainer;                // ringmaster-trainer
+  std::string coordinator_bin;        // ringmaster-coordinator
+  std::string agent_bin;              // ringmaster-agent
   bool keep_dir = false;
   int metrics_port = 0;  // BASE; 0: no /metrics
   // Every agent's GPU inventory, in the agent's --inventory-override syntax (e.g.
@@ -45,9 +51,19 @@ std::string LocalMetricsAddress(int base, int agent);
 std::string LastEvalSummary(const std::string& metrics_path);
 
 // The job's YAML with distributed.nodes = `nodes` and distributed.procs_per_node =
-// `procs_per_node` (other keys unchanged; comments are not kept).
-absl::StatusOr<std::string> OverrideDistributed(std::string_view yaml, int nodes,
-                                                int procs_per_node);
+// `procs_per_node` where given (other keys unchanged; comments are not kept).
+absl::StatusOr<std::string> OverrideDistributed(std::string_view yaml, std::optional<int> nodes,
+                                                std::optional<int> procs_per_node);
+
+// What `ringmaster local` runs a job with: agents to start, and the lines that say which of the
+// job's distributed settings a flag overrides (none without flags).
+struct LocalShape {
+  int nodes = 1;           // agents started
+  std::string procs;       // procs_per_node in force ("auto" or a number)
+  int procs_estimate = 1;  // processes per node, for sharing the cores (auto: 1 on a CPU node)
+  std::vector<std::string> overrides;
+};
+LocalShape ShapeOf(const trainer::JobSpec& job, const LocalOptions& options);
 
 // A TCP port on 127.0.0.1 that was free a moment ago.
 absl::StatusOr<int> FreeLoopbackPort();

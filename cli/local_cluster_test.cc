@@ -32,6 +32,43 @@ TEST(LocalCluster, OverridesNodesAndProcsPerNodeOnly) {
   EXPECT_FALSE(OverrideDistributed("distributed: 3\n", 1, 1).ok());
 }
 
+TEST(LocalCluster, LeavesTheJobsDistributedKeysWithoutFlags) {
+  const std::string job = "name: j\ndistributed: {nodes: \"2:3\", procs_per_node: 4}\n";
+  absl::StatusOr<std::string> y = OverrideDistributed(job, std::nullopt, std::nullopt);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(YAML::Load(*y)["distributed"]["nodes"].as<std::string>(), "2:3");
+  EXPECT_EQ(YAML::Load(*y)["distributed"]["procs_per_node"].as<int>(), 4);
+}
+
+TEST(LocalCluster, RunsTheJobsShapeUnlessAFlagOverridesItAndSaysSo) {
+  trainer::JobSpec job;
+  job.distributed.min_nodes = 2;
+  job.distributed.max_nodes = 3;
+  job.distributed.procs_per_node = "2";
+  LocalOptions o;
+  LocalShape s = ShapeOf(job, o);
+  EXPECT_EQ(s.nodes, 3);  // an elastic job gets its most
+  EXPECT_EQ(s.procs, "2");
+  EXPECT_EQ(s.procs_estimate, 2);
+  EXPECT_TRUE(s.overrides.empty());
+  o.nodes = 1;
+  o.procs_per_node = 2;  // the job's own: not an override
+  s = ShapeOf(job, o);
+  EXPECT_EQ(s.nodes, 1);
+  EXPECT_THAT(s.overrides,
+              ::testing::ElementsAre("--nodes 1 overrides the job's distributed.nodes 2:3"));
+  job.distributed.procs_per_node = "auto";
+  o = LocalOptions{};
+  o.gpus = "4xNVIDIA H200:sm_90:141GiB";
+  s = ShapeOf(job, o);
+  EXPECT_EQ(s.procs, "auto");
+  EXPECT_EQ(s.procs_estimate, 4);  // one per GPU
+  o.procs_per_node = 1;
+  EXPECT_THAT(ShapeOf(job, o).overrides,
+              ::testing::ElementsAre(
+                  "--procs-per-node 1 overrides the job's distributed.procs_per_node auto"));
+}
+
 // The summary `ringmaster local` prints is the last evaluation line's, with its step.
 TEST(LocalCluster, SummarisesTheLastEvaluationWithItsStep) {
   const std::filesystem::path dir =

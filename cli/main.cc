@@ -3,7 +3,8 @@
 //   ringmaster --coordinator HOST:PORT submit JOB.yaml [--follow]
 //   ringmaster --coordinator HOST:PORT status JOB | list | cancel JOB | nodes
 //   ringmaster --coordinator HOST:PORT logs JOB --rank N [--bytes B]   (the end of a rank's log)
-//   ringmaster local [JOB.yaml] --nodes N --procs-per-node M [--trainer PATH] [--keep]
+//   ringmaster local [JOB.yaml] [--nodes N] [--procs-per-node M] [--trainer PATH] [--keep]
+//       (--nodes / --procs-per-node override the job's distributed.nodes / procs_per_node)
 //       [--metrics-port BASE]   (/metrics: coordinator on BASE, agent i on BASE+1+i)
 //       [--gpus SPEC]           (each agent's GPU inventory, as agent --inventory-override)
 //       without JOB.yaml: the embedded demo job, its data generated under ./runs/demo
@@ -47,7 +48,8 @@ constexpr char kUsage[] =
     "  ringmaster [--coordinator HOST:PORT] cancel JOB\n"
     "  ringmaster [--coordinator HOST:PORT] nodes\n"
     "  ringmaster [--coordinator HOST:PORT] logs JOB --rank N [--bytes B]\n"
-    "  ringmaster local [JOB.yaml] --nodes N --procs-per-node M [--trainer PATH]\n"
+    "  ringmaster local [JOB.yaml] [--nodes N] [--procs-per-node M] [--trainer PATH]\n"
+    "             (default: the job's distributed.nodes and procs_per_node)\n"
     "             [--coordinator-binary PATH] [--agent-binary PATH] [--keep]\n"
     "             [--metrics-port BASE]   (/metrics: coordinator BASE, agent i BASE+1+i)\n"
     "             [--gpus 'NxNAME:sm_XY:MEMGiB']   (each agent's GPUs; default none)\n"
@@ -195,10 +197,15 @@ int main(int argc, char** argv) {
     } else {
       o.job_path = pos[0];
     }
-    if (!ParsePositive(flags.count("--nodes") ? flags["--nodes"] : "1", &o.nodes) ||
-        !ParsePositive(flags.count("--procs-per-node") ? flags["--procs-per-node"] : "1",
-                       &o.procs_per_node)) {
-      return Usage("--nodes and --procs-per-node need positive integers");
+    // Unset: the job's own distributed.nodes / procs_per_node.
+    for (const auto& [flag, out] :
+         {std::pair{"--nodes", &o.nodes}, std::pair{"--procs-per-node", &o.procs_per_node}}) {
+      if (!flags.count(flag)) continue;
+      int v = 0;
+      if (!ParsePositive(flags[flag], &v)) {
+        return Usage("--nodes and --procs-per-node need positive integers");
+      }
+      *out = v;
     }
     o.trainer = flags.count("--trainer") ? flags["--trainer"]
                                          : FindSibling("ringmaster-trainer", "trainer");
@@ -213,7 +220,7 @@ int main(int argc, char** argv) {
     if (flags.count("--gpus")) o.gpus = flags["--gpus"];
     if (flags.count("--metrics-port") &&
         (!absl::SimpleAtoi(flags["--metrics-port"], &o.metrics_port) || o.metrics_port < 0 ||
-         o.metrics_port + o.nodes > 65535)) {
+         o.metrics_port > 65535)) {
       return Usage("--metrics-port needs a port BASE with BASE + nodes <= 65535 (0: off)");
     }
     return rc::RunLocal(o, io);

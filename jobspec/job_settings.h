@@ -29,6 +29,9 @@ enum class Backend { kAuto, kNccl, kGloo };
 enum class LrScheduleKind { kLinear, kConstant };
 // train.device.
 enum class Device { kCpu, kCuda, kAuto };
+// train.resume: what a run does with the checkpoints already in its output.dir
+// (trainer/train/resume_policy.h).
+enum class ResumeMode { kAuto, kNever, kForce };
 
 template <typename E>
 struct SettingTable;
@@ -69,6 +72,12 @@ template <>
 struct SettingTable<Device> {
   static constexpr std::pair<Device, std::string_view> kNames[] = {
       {Device::kCpu, "cpu"}, {Device::kCuda, "cuda"}, {Device::kAuto, "auto"}};
+};
+
+template <>
+struct SettingTable<ResumeMode> {
+  static constexpr std::pair<ResumeMode, std::string_view> kNames[] = {
+      {ResumeMode::kAuto, "auto"}, {ResumeMode::kNever, "never"}, {ResumeMode::kForce, "force"}};
 };
 
 // The name of `v` as the job spec writes it.

@@ -452,6 +452,7 @@ void ParseTrain(MapReader& root, JobSpec& spec, Errors& errors, UnknownSettings&
   m.Get("seed", &t.seed, ToUint64);
   m.Get("eval_batch_size", &t.eval_batch_size, ToInt);
   m.Get("log_every_steps", &t.log_every_steps, ToInt64);
+  GetSetting(m, "resume", &t.resume, errors, unknown);
   m.ReportUnknown({{"adam_beta1", "use adam_betas: [beta1, beta2]"},
                    {"adam_beta2", "use adam_betas: [beta1, beta2]"}});
 }

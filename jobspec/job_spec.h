@@ -27,6 +27,7 @@ using jobspec::Compression;
 using jobspec::Device;
 using jobspec::LrScheduleKind;
 using jobspec::Precision;
+using jobspec::ResumeMode;
 using jobspec::SettingName;
 using jobspec::Sharding;
 
@@ -71,6 +72,9 @@ struct TrainSpec {
   uint64_t seed = 42;
   int eval_batch_size = 64;
   int64_t log_every_steps = 0;  // 0 = time based
+  // Checkpoints already in output.dir: resume when the run's trajectory settings match (auto),
+  // start over (never), or resume whatever changed (force). trainer/train/resume_policy.h.
+  ResumeMode resume = ResumeMode::kAuto;
 };
 
 struct OutputSpec {

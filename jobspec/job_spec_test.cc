@@ -207,6 +207,7 @@ TEST(JobSpecTest, BadEnumsListAllowedValues) {
       {"train:\n  device: tpu\n", "train.device: 'tpu' is not one of: cpu, cuda, auto"},
       {"train:\n  lr_schedule: cosine\n",
        "train.lr_schedule: 'cosine' is not one of: linear, constant"},
+      {"train:\n  resume: yes\n", "train.resume: 'yes' is not one of: auto, never, force"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(ErrorOf(std::string(kMinimal) + c.yaml), HasSubstr(c.error)) << c.yaml;
@@ -560,6 +561,7 @@ void ExpectRoundTrip(const JobSpec& a) {
   EXPECT_EQ(tb.seed, ta.seed);
   EXPECT_EQ(tb.eval_batch_size, ta.eval_batch_size);
   EXPECT_EQ(tb.log_every_steps, ta.log_every_steps);
+  EXPECT_EQ(tb.resume, ta.resume);
   EXPECT_EQ(b->output.dir, a.output.dir);
   EXPECT_EQ(b->output.checkpoint_every_steps, a.output.checkpoint_every_steps);
   EXPECT_EQ(b->output.keep_checkpoints, a.output.keep_checkpoints);
@@ -614,6 +616,7 @@ TEST(JobSpecTest, RoundTripUnusualValues) {
   s.train.device = Device::kCuda;
   s.train.seed = 18446744073709551615ull;
   s.train.log_every_steps = 7;
+  s.train.resume = ResumeMode::kNever;
   s.output.dir = "/out/#notacomment";
   s.distributed.min_nodes = 2;
   s.distributed.max_nodes = 5;

@@ -136,6 +136,7 @@ std::string JobSpecToYaml(const JobSpec& s) {
   KeyNumber(out, "seed", t.seed);
   KeyNumber(out, "eval_batch_size", t.eval_batch_size);
   KeyNumber(out, "log_every_steps", t.log_every_steps);
+  KeyString(out, "resume", std::string(SettingName(t.resume)));
   out << YAML::EndMap;
 
   Key(out, "output");

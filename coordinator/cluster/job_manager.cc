@@ -13,6 +13,10 @@
 namespace ringmaster::coordinator {
 namespace {
 
+// The span job throughput is measured over: long enough to smooth the agents' report intervals
+// (the time a step is first seen is when a report shows it), short enough to follow changes.
+constexpr absl::Duration kRateWindow = absl::Seconds(30);
+
 std::string RankExitDetail(int global_rank, std::string_view node_id, const v1::RankProgress& r) {
   std::string what;
   switch (r.state()) {
@@ -268,6 +272,18 @@ void JobManager::ClearGeneration() {
   stragglers_.Reset(0);
   logged_stall_seq_ = 0;
   held_up_.reset();
+  steps_seen_.clear();
+}
+
+double JobManager::SamplesPerSecond() const {
+  if (steps_seen_.size() < 2 || !requirements_) return 0;
+  const StepSeen& first = steps_seen_.front();
+  const StepSeen& last = steps_seen_.back();
+  const double seconds = absl::ToDoubleSeconds(last.at - first.at);
+  if (!(seconds > 0)) return 0;
+  // Every step takes global_batch_size samples (an epoch's last batch may hold fewer).
+  return static_cast<double>(last.step - first.step) * requirements_->spec.train.global_batch_size /
+         seconds;
 }
 
 absl::Status JobManager::Finish(absl::Status transition) {
@@ -333,12 +349,18 @@ absl::Status JobManager::OnRankReport(std::string_view node_id, const v1::RankPr
     case v1::RANK_PROCESS_STATE_STARTING:
     case v1::RANK_PROCESS_STATE_RUNNING: {
       if (r.state() == v1::RANK_PROCESS_STATE_RUNNING || r.step() > 0) progressed_ = true;
-      rs.samples_per_second = r.samples_per_second();
       if (r.has_trace()) {
         rs.trace = TraceFromProto(r);
         stragglers_.Observe(rank, clock_.Now(), r.comm_seconds(), r.steps_this_process());
       }
       if (rank == 0) {
+        if (r.step() > 0 && (steps_seen_.empty() || r.step() > steps_seen_.back().step)) {
+          const absl::Time now = clock_.Now();
+          steps_seen_.push_back({now, r.step()});
+          while (steps_seen_.size() > 2 && now - steps_seen_[1].at >= kRateWindow) {
+            steps_seen_.pop_front();
+          }
+        }
         step_ = r.step();
         if (r.total_steps() > 0) total_steps_ = r.total_steps();
         loss_ = r.loss();
@@ -349,7 +371,6 @@ absl::Status JobManager::OnRankReport(std::string_view node_id, const v1::RankPr
       if (r.exit_code() == 0) {
         if (rs.exited_ok) return absl::OkStatus();
         rs.exited_ok = true;
-        rs.samples_per_second = 0;
         if (rank == 0 && r.step() > 0) step_ = r.step();
         if (std::all_of(ranks_.begin(), ranks_.end(),
                         [](const RankState& s) { return s.exited_ok; })) {
@@ -459,8 +480,7 @@ v1::JobStatus JobManager::Status() {
     for (const std::string& w : plan_->warnings) s.add_warnings(w);
   }
   if (state_.phase() == JobPhase::kRunning) {
-    double sps = 0;
-    for (const RankState& r : ranks_) sps += r.samples_per_second;
+    const double sps = SamplesPerSecond();
     s.set_samples_per_second(sps);
     const int global_batch = requirements_ ? requirements_->spec.train.global_batch_size : 0;
     if (sps > 0 && global_batch > 0 && total_steps_ > step_) {

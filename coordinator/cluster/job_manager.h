@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -137,7 +138,6 @@ class JobManager {
   struct RankState {
     std::string node_id;
     bool exited_ok = false;
-    double samples_per_second = 0;
     RankTrace trace;  // the latest report that carried one
   };
 
@@ -188,10 +188,21 @@ class JobManager {
   int64_t last_generation_ = -1;
   std::vector<absl::Duration> rendezvous_durations_;
 
-  // Progress, from rank 0 (step, loss) and every rank (samples/s).
+  // Progress, from rank 0: step, loss, and throughput over a window of its step counter.
   int64_t step_ = 0;
   int64_t total_steps_ = 0;
   double loss_ = 0;
+  struct StepSeen {
+    absl::Time at;  // when a report first showed `step`
+    int64_t step;
+  };
+  // This generation's steps as rank 0 reported them, the oldest one kRateWindow or more before
+  // the newest kept as the window's start.
+  std::deque<StepSeen> steps_seen_;
+  // Samples/s of the job: the steps between the window's ends times the global batch size,
+  // over the time between them. Not a sum of the ranks' own rates, which are measured at
+  // different moments and over different spans.
+  double SamplesPerSecond() const;
 };
 
 }  // namespace ringmaster::coordinator

@@ -186,12 +186,18 @@ TEST_F(JobManagerTest, TwoNodesRunToSuccess) {
   EXPECT_EQ(b.ranks(0).env().at("RANK"), "1");
   EXPECT_EQ(b.ranks(0).env().at("GROUP_RANK"), "1");
 
-  // Progress: rank 0 gives step, loss and the checkpoint; samples/s add up over ranks.
+  // Progress: rank 0 gives step, loss and the checkpoint; samples/s come from its step counter
+  // over time (steps x global batch 32), not from the ranks' own rates.
   v1::RankProgress p0 = Report(*job, 0, v1::RANK_PROCESS_STATE_RUNNING);
-  p0.set_step(10);
+  p0.set_step(8);
   p0.set_total_steps(100);
-  p0.set_loss(0.5);
+  p0.set_loss(0.7);
   p0.set_samples_per_second(8);
+  ASSERT_TRUE(job->OnRankReport("id-a", p0).ok());
+  EXPECT_DOUBLE_EQ(job->Status().samples_per_second(), 0);  // one point: no rate yet
+  clock_.Advance(absl::Seconds(4));
+  p0.set_step(10);
+  p0.set_loss(0.5);
   p0.set_committed_step(5);
   ASSERT_TRUE(job->OnRankReport("id-a", p0).ok());
   v1::RankProgress p1 = Report(*job, 1, v1::RANK_PROCESS_STATE_RUNNING);
@@ -201,6 +207,9 @@ TEST_F(JobManagerTest, TwoNodesRunToSuccess) {
   v1::RankProgress wrong = Report(*job, 1, v1::RANK_PROCESS_STATE_RUNNING);
   wrong.set_samples_per_second(1000);
   ASSERT_TRUE(job->OnRankReport("id-a", wrong).ok());
+  // Rank 0 reporting the same step again later changes nothing.
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(job->OnRankReport("id-a", p0).ok());
   v1::JobStatus s = job->Status();
   EXPECT_EQ(s.phase(), v1::JOB_PHASE_RUNNING);
   EXPECT_EQ(s.step(), 10);
@@ -223,6 +232,34 @@ TEST_F(JobManagerTest, TwoNodesRunToSuccess) {
   EXPECT_THAT(job->nodes(), IsEmpty());
   EXPECT_EQ(job->Status().phase(), v1::JOB_PHASE_SUCCEEDED);
   EXPECT_THAT(Channel("a").StopGenerations(), IsEmpty());
+}
+
+// Job throughput is rank 0's steps over the last 30 s times the global batch: it follows a change
+// of pace within the window and ignores the ranks' own rates (measured at other moments).
+TEST_F(JobManagerTest, ThroughputIsAWindowOverRankZerosStepCounter) {
+  std::unique_ptr<JobManager> job = Submit("2");
+  Join(*job, "a");
+  Join(*job, "b");
+  ASSERT_EQ(job->phase(), JobPhase::kRunning);
+  int64_t step = 0;
+  auto advance = [&](int seconds, int steps_per_second) {
+    for (int i = 0; i < seconds; ++i) {
+      clock_.Advance(absl::Seconds(1));
+      step += steps_per_second;
+      v1::RankProgress p0 = Report(*job, 0, v1::RANK_PROCESS_STATE_RUNNING);
+      p0.set_step(step);
+      p0.set_total_steps(100000);
+      p0.set_samples_per_second(1);
+      ASSERT_TRUE(job->OnRankReport("id-a", p0).ok());
+      v1::RankProgress p1 = Report(*job, 1, v1::RANK_PROCESS_STATE_RUNNING);
+      p1.set_samples_per_second(i % 2 == 0 ? 1000 : 0);  // noise the job's figure must not see
+      ASSERT_TRUE(job->OnRankReport("id-b", p1).ok());
+    }
+  };
+  advance(10, 1);
+  EXPECT_DOUBLE_EQ(job->Status().samples_per_second(), 32);  // 1 step of 32 samples a second
+  advance(40, 2);  // the window now holds only the faster pace
+  EXPECT_DOUBLE_EQ(job->Status().samples_per_second(), 64);
 }
 
 TEST_F(JobManagerTest, RankFailureRestartsWithNextGeneration) {

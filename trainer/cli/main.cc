@@ -50,7 +50,10 @@ namespace {
 constexpr char kUsage[] =
     "usage:\n"
     "  ringmaster-trainer train [--config JOB.yaml] [--device cpu|cuda] [--metrics-port N]\n"
+    "                           [--resume | --overwrite]\n"
     "      without --config: the embedded demo job (generates its data under runs/demo)\n"
+    "      --resume: train.resume force (resume even though settings changed);\n"
+    "      --overwrite: train.resume never (start over, removing the previous run's output)\n"
     "  ringmaster-trainer predict --model DIR --input FILE.tsv [--output FILE] [--max-len N]\n"
     "  ringmaster-trainer tokenize --vocab FILE [--max-len N] [--cased]\n"
     "  ringmaster-trainer gen-data --out DIR [--train N] [--dev N] [--seed S]\n"
@@ -227,6 +230,15 @@ absl::Status Train(const Args& a) {
       RM_RETURN_IF_ERROR(rt::WriteSentimentDataset(data_dir, 42, 8000, 1000));
     }
   }
+  const bool resume =
+      std::find(a.switches.begin(), a.switches.end(), "--resume") != a.switches.end();
+  const bool overwrite =
+      std::find(a.switches.begin(), a.switches.end(), "--overwrite") != a.switches.end();
+  if (resume && overwrite) {
+    return BadJob(absl::InvalidArgumentError("--resume and --overwrite exclude each other"));
+  }
+  if (resume) job.train.resume = rt::ResumeMode::kForce;
+  if (overwrite) job.train.resume = rt::ResumeMode::kNever;
   auto dev = a.values.find("--device");
   if (dev != a.values.end()) {
     std::optional<rt::Device> d = ringmaster::jobspec::ParseSetting<rt::Device>(dev->second);
@@ -319,9 +331,26 @@ absl::Status Train(const Args& a) {
   }
   (*trainer)->set_metrics(status.get());
   g_in_loop.store(true);
-  RM_ASSIGN_OR_RETURN(rt::TrainResult r, (*trainer)->Run(&g_stop));
+  absl::StatusOr<rt::TrainResult> run = (*trainer)->Run(&g_stop);
+  // Resuming under changed settings would fail again on every restart.
+  if (!run.ok() && rt::IsSettingsChanged(run.status())) g_bad_job = true;
+  RM_RETURN_IF_ERROR(run.status());
+  const rt::TrainResult& r = *run;
   if (r.interrupted) return absl::AbortedError("interrupted; run again to resume");
   if (env.rank != 0) return absl::OkStatus();
+  if (r.already_finished) {
+    std::printf(
+        "training already finished: step %lld is the last; nothing was trained (to train again "
+        "from scratch: --overwrite or train.resume: never)\n",
+        static_cast<long long>(r.steps));
+    if (r.eval_step > 0) {
+      std::printf("dev accuracy %.4f, dev loss %.4f (step %lld, the exported model; from %s)\n",
+                  r.eval.accuracy, r.eval.loss, static_cast<long long>(r.eval_step),
+                  (fs::path(job.output.dir) / "metrics.jsonl").c_str());
+    }
+    std::printf("model exported to %s\n", r.export_dir.c_str());
+    return absl::OkStatus();
+  }
   if (r.eval.examples > 0) {
     // The figure of the exported weights, said so: the step it was measured at is the last.
     std::printf("dev accuracy %.4f, dev loss %.4f (%lld rows; step %lld, the exported model)\n",
@@ -417,7 +446,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<Args> args;
   absl::Status s;
   if (cmd == "train") {
-    args = ParseArgs(argc, argv, 2, {"--config", "--device", "--metrics-port"}, {});
+    args = ParseArgs(argc, argv, 2, {"--config", "--device", "--metrics-port"},
+                     {"--resume", "--overwrite"});
     if (args.ok()) s = Train(*args);
   } else if (cmd == "predict") {
     args = ParseArgs(argc, argv, 2, {"--model", "--input", "--output", "--max-len"}, {});

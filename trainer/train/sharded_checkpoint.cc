@@ -221,6 +221,7 @@ nlohmann::json ManifestToJson(const Manifest& m) {
           {"world_size", m.meta.world_size},
           {"sharding", m.meta.sharding},
           {"extra", m.meta.extra},
+          {"settings", m.meta.settings},
           {"shards", std::move(shards)}};
 }
 
@@ -264,6 +265,16 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
     meta.world_size = j.at("world_size").get<int>();
     meta.sharding = j.at("sharding").get<std::string>();
     meta.extra = j.at("extra");
+    // Absent from manifests written before settings were recorded.
+    if (j.contains("settings")) {
+      const nlohmann::json& settings = j.at("settings");
+      if (!settings.is_object()) {
+        return absl::DataLossError(absl::StrCat(path, ": 'settings' is not an object"));
+      }
+      for (const auto& [key, value] : settings.items()) {
+        meta.settings[key] = value.get<std::string>();
+      }
+    }
     const nlohmann::json& shards = j.at("shards");
     if (meta.world_size < 1 || meta.world_size > kMaxWorldSize || !shards.is_array() ||
         shards.size() != static_cast<size_t>(meta.world_size)) {

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -50,6 +51,9 @@ struct CheckpointMeta {
   int world_size = 1;        // how it was written (informational); Save records its argument
   std::string sharding;      // how it was written (informational), e.g. "per-unit"
   nlohmann::json extra = nlohmann::json::object();  // e.g. compression state, free-form
+  // The run's trajectory settings, key path -> value (resume_policy.h: what a resume compares).
+  // Empty in checkpoints written before they were recorded.
+  std::map<std::string, std::string> settings;
 };
 
 // Collective: every rank calls it with its own piece (params, exp_avg and exp_avg_sq hold

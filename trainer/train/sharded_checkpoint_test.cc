@@ -167,6 +167,7 @@ CheckpointMeta MakeMeta(int64_t step) {
   m.sharding = "per-unit";
   m.extra = {{"compression", {{"kind", "powersgd"}, {"rank", 4}, {"errors", {1.5, -2.25}}}},
              {"note", "hello"}};
+  m.settings = {{"train.lr", "0.001"}, {"data.train", "/d/train.tsv (123 bytes)"}};
   return m;
 }
 
@@ -257,6 +258,7 @@ void ExpectMetaEq(const CheckpointMeta& got, const CheckpointMeta& want, int wor
   EXPECT_EQ(got.world_size, world);
   EXPECT_EQ(got.sharding, want.sharding);
   EXPECT_EQ(got.extra, want.extra) << got.extra.dump();
+  EXPECT_EQ(got.settings, want.settings);
 }
 
 TEST(ShardRangesTest, LocalNumel) {

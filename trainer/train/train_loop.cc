@@ -12,6 +12,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/log.h"
 #include "common/progress.h"
@@ -112,18 +113,62 @@ TrainLoop::TrainLoop(JobSpec job, LoopWorld world, TrainData data, TrainPlan pla
       data_(std::move(data)),
       plan_(std::move(plan)),
       engine_(std::move(engine)),
-      export_model_(std::move(export_model)) {}
+      export_model_(std::move(export_model)),
+      settings_(TrajectorySettings(job_)) {}
+
+absl::Status TrainLoop::StartOver() {
+  const fs::path out(job_.output.dir);
+  if (leader()) {
+    const std::vector<std::string> old = ListShardedCheckpoints(job_.output.dir);
+    std::vector<std::string> removed;
+    for (const char* name : {"checkpoints", "final", "ranks", "metrics.jsonl"}) {
+      std::error_code ec;
+      if (!fs::exists(out / name, ec)) continue;
+      fs::remove_all(out / name, ec);
+      if (ec) {
+        return absl::InternalError(absl::StrCat("train.resume: never: cannot remove ",
+                                                (out / name).string(), ": ", ec.message()));
+      }
+      removed.push_back(name);
+    }
+    if (!removed.empty()) {
+      LogInfo(
+          absl::StrCat("train.resume: never: starting over in ", job_.output.dir,
+                       "; removed the previous run's ", absl::StrJoin(removed, ", "),
+                       old.empty() ? "" : absl::StrCat(" (newest checkpoint ", old.back(), ")")));
+    }
+  }
+  // No rank reads or writes output.dir before rank 0 has cleared it.
+  return engine_->Barrier();
+}
 
 absl::Status TrainLoop::RestoreLatest() {
+  if (job_.train.resume == ResumeMode::kNever && world_.restart_count == 0) return StartOver();
   std::vector<std::string> all = ListShardedCheckpoints(job_.output.dir);
   // Newest first; a checkpoint any rank cannot read is skipped by all ranks together.
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     absl::StatusOr<LoadedShard> d = engine_->ReadCheckpoint(*it);
     if (!d.ok() && d.status().code() == absl::StatusCode::kFailedPrecondition) return d.status();
-    if (d.ok() && d->meta.seed != job_.train.seed) {
-      return absl::FailedPreconditionError(absl::StrCat(*it, ": checkpoint was written with seed ",
-                                                        d->meta.seed, " but the job has seed ",
-                                                        job_.train.seed));
+    if (d.ok()) {
+      // Every rank reads the same manifest, so every rank decides alike.
+      RunSettings recorded = d->meta.settings;
+      if (recorded.empty()) {
+        // Written before settings were recorded: only its seed is known.
+        recorded = {{"train.seed", absl::StrCat(d->meta.seed)}};
+        RunSettings seed_only = {{"train.seed", settings_.at("train.seed")}};
+        const std::vector<SettingChange> changes = DiffSettings(recorded, seed_only);
+        if (!changes.empty() && job_.train.resume != ResumeMode::kForce) {
+          return SettingsChanged(*it, changes);
+        }
+      } else if (const std::vector<SettingChange> changes = DiffSettings(recorded, settings_);
+                 !changes.empty()) {
+        if (job_.train.resume != ResumeMode::kForce) return SettingsChanged(*it, changes);
+        if (leader()) {
+          LogWarning(absl::StrCat("train.resume: force: resuming ", *it,
+                                  " although these settings changed (checkpoint -> this job): ",
+                                  FormatChanges(changes)));
+        }
+      }
     }
     std::vector<float> bad = {d.ok() ? 0.0f : 1.0f};
     RM_RETURN_IF_ERROR(engine_->AllReduceSum(&bad));
@@ -138,11 +183,10 @@ absl::Status TrainLoop::RestoreLatest() {
     epoch_ = d->meta.epoch;
     cursor_ = d->meta.cursor;
     samples_seen_ = d->meta.samples_seen;
-    if (leader()) {
-      LogInfo(absl::StrCat("resumed from ", *it, " (step ", step_, ", epoch ", epoch_ + 1,
-                           ", written by ", d->meta.world_size, " rank(s), now ", world_.world_size,
-                           ")"));
-    }
+    // Said once the run goes on (Run): a finished run resumes nothing.
+    resumed_from_ =
+        absl::StrCat("resumed from ", *it, " (step ", step_, ", epoch ", epoch_ + 1,
+                     ", written by ", d->meta.world_size, " rank(s), now ", world_.world_size, ")");
     // Drop metric lines of steps after the checkpoint: they are about to be redone.
     const std::string path = (fs::path(job_.output.dir) / "metrics.jsonl").string();
     absl::StatusOr<std::string> text = ReadFile(path);
@@ -158,7 +202,13 @@ absl::Status TrainLoop::RestoreLatest() {
         if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
             j["step"].get<int64_t>() <= step_) {
           kept += line + "\n";
-          if (j.contains("eval_loss")) restored_eval_step_ = j["step"].get<int64_t>();
+          if (j.contains("eval_loss") && j["eval_loss"].is_number()) {
+            restored_eval_step_ = j["step"].get<int64_t>();
+            restored_eval_.loss = j["eval_loss"].get<double>();
+            restored_eval_.accuracy = j.contains("eval_accuracy") && j["eval_accuracy"].is_number()
+                                          ? j["eval_accuracy"].get<double>()
+                                          : 0.0;
+          }
         }
       }
       RM_RETURN_IF_ERROR(WriteFileAtomic(path, kept));
@@ -166,6 +216,18 @@ absl::Status TrainLoop::RestoreLatest() {
     return absl::OkStatus();
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> TrainLoop::AlreadyFinished() {
+  if (step_ < plan_.total_steps) return false;
+  // The export is written last, by rank 0: every rank must see it, or all train on together.
+  const fs::path final_dir = fs::path(job_.output.dir) / "final";
+  std::error_code ec;
+  const bool exported = fs::is_regular_file(final_dir / "config.json", ec) &&
+                        fs::is_regular_file(final_dir / "model.safetensors", ec);
+  std::vector<float> seen = {exported ? 1.0f : 0.0f};
+  RM_RETURN_IF_ERROR(engine_->AllReduceSum(&seen));
+  return seen[0] >= static_cast<float>(world_.world_size);
 }
 
 absl::Status TrainLoop::Checkpoint() {
@@ -176,6 +238,7 @@ absl::Status TrainLoop::Checkpoint() {
   meta.samples_seen = samples_seen_;
   meta.seed = job_.train.seed;
   meta.world_size = world_.world_size;
+  meta.settings = settings_;
   const auto t0 = std::chrono::steady_clock::now();
   RM_ASSIGN_OR_RETURN(uint64_t bytes,
                       engine_->SaveCheckpoint(job_.output.dir, meta, job_.output.keep_checkpoints));
@@ -240,6 +303,29 @@ absl::Status TrainLoop::AppendMetrics(const nlohmann::json& line) {
 absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
   RM_RETURN_IF_ERROR(RestoreLatest());
   TrainResult result;
+  RM_ASSIGN_OR_RETURN(const bool finished, AlreadyFinished());
+  if (finished) {
+    result.already_finished = true;
+    result.steps = step_;
+    result.export_dir = (fs::path(job_.output.dir) / "final").string();
+    if (restored_eval_step_ >= 0) {
+      result.eval = restored_eval_;
+      result.eval.examples = static_cast<int64_t>(data_.eval.size());
+      result.eval_step = restored_eval_step_;
+    }
+    if (leader()) {
+      LogInfo(absl::StrCat("training already finished (step ", step_, " of ", plan_.total_steps,
+                           "); the model is in ", result.export_dir, "; nothing to do"));
+    }
+    return result;
+  }
+  // The job this run trains, recorded once the resume decision is made: a refused run leaves
+  // the previous run's record as it was.
+  if (leader()) {
+    if (!resumed_from_.empty()) LogInfo(resumed_from_);
+    RM_RETURN_IF_ERROR(
+        WriteFileAtomic((fs::path(job_.output.dir) / "job.yaml").string(), JobSpecToYaml(job_)));
+  }
   const int32_t pad = data_.pad_id;
   const int world = world_.world_size;
   const int accumulation = plan_.accumulation;

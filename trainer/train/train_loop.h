@@ -26,6 +26,7 @@
 #include "trainer/data/batcher.h"
 #include "trainer/data/tsv_row_index.h"
 #include "trainer/optim/lr_schedule.h"
+#include "trainer/train/resume_policy.h"
 #include "trainer/train/step_engine.h"
 
 namespace ringmaster::trainer {
@@ -52,6 +53,9 @@ struct TrainResult {
   int64_t eval_step = 0;  // the step `eval` was taken at (== steps when not interrupted)
   std::string export_dir;
   bool interrupted = false;  // stopped by a signal after checkpointing
+  // The newest checkpoint is of the last step and final/ holds its export: nothing was trained.
+  // `eval` is then the last evaluation metrics.jsonl recorded (examples == 0: none).
+  bool already_finished = false;
 };
 
 // This rank's place among the ranks, as far as the plan is concerned.
@@ -59,6 +63,7 @@ struct LoopWorld {
   int rank = 0;
   int world_size = 1;
   std::vector<double> rank_weights;  // RINGMASTER_RANK_WEIGHTS; empty: equal shares
+  int restart_count = 0;             // TORCHELASTIC_RESTART_COUNT: 0 on a job's first attempt
 };
 
 // Rank `rank`'s slice [first, second) of a global batch of n samples: equal shares, or
@@ -105,9 +110,12 @@ class TrainLoop {
   // Where steps, evaluations and checkpoints are reported; not owned, must outlive Run.
   void set_metrics(TrainerMetrics* m) { metrics_ = m != nullptr ? m : null_metrics_.get(); }
 
-  // Resumes from the newest readable checkpoint of output.dir, then trains to the end (or until
-  // `stop` becomes true on any rank: then checkpoints and returns interrupted). A non-finite
-  // loss or gradient norm returns Diverged naming the step, with nothing of it checkpointed.
+  // Resumes from the newest readable checkpoint of output.dir as train.resume says
+  // (resume_policy.h; settings that changed are IsSettingsChanged), writes output.dir/job.yaml,
+  // then trains to the end (or until `stop` becomes true on any rank: then checkpoints and
+  // returns interrupted). A run whose newest checkpoint is of its last step and whose final/ is
+  // written returns already_finished without training. A non-finite loss or gradient norm
+  // returns Diverged naming the step, with nothing of it checkpointed.
   absl::StatusOr<TrainResult> Run(const std::atomic<bool>* stop = nullptr);
 
   const TrainPlan& plan() const { return plan_; }
@@ -115,6 +123,10 @@ class TrainLoop {
 
  private:
   absl::Status RestoreLatest();
+  // train.resume: never on a first attempt: removes what a previous run left in output.dir.
+  absl::Status StartOver();
+  // After RestoreLatest: whether every rank sees the run finished (see Run).
+  absl::StatusOr<bool> AlreadyFinished();
   absl::Status Checkpoint();
   // Evaluation split over the ranks; sums combined (collective).
   absl::StatusOr<EvalResult> EvaluateAll();
@@ -133,9 +145,13 @@ class TrainLoop {
   std::atomic<int64_t> encoded_train_rows_{0};  // rows this rank tokenised (tests, logs)
   std::unique_ptr<TrainerMetrics> null_metrics_ = MakeNullMetrics();
   TrainerMetrics* metrics_ = null_metrics_.get();
+  // The trajectory settings recorded in every checkpoint and compared on resume.
+  RunSettings settings_;
   // The step of the last evaluation line metrics.jsonl kept on resume (-1: none), so that a
-  // finished run started again does not append its final evaluation twice.
+  // finished run started again does not append its final evaluation twice; and its figures.
   int64_t restored_eval_step_ = -1;
+  EvalResult restored_eval_;
+  std::string resumed_from_;  // the log line of the checkpoint resumed from; empty: none
   // Position.
   int64_t step_ = 0;
   int64_t skipped_steps_ = 0;  // fp16 steps whose update was skipped (this run)

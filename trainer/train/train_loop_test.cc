@@ -73,7 +73,7 @@ class TrainLoopTest : public ::testing::Test {
 
   // A loop over `job` with `engine`; the engine stays reachable through the returned pointer.
   std::unique_ptr<TrainLoop> Loop(const JobSpec& job, std::unique_ptr<FakeEngine> engine,
-                                  int eval_rows = 0) {
+                                  int eval_rows = 0, int restart_count = 0) {
     TrainData data;
     absl::StatusOr<TsvRowIndex> index = TsvRowIndex::Build(job.data.train, 2);
     EXPECT_TRUE(index.ok()) << index.status();
@@ -93,7 +93,8 @@ class TrainLoopTest : public ::testing::Test {
     for (int i = 0; i < eval_rows; ++i) data.eval.push_back({{1, 5, 2}, static_cast<float>(i % 2)});
     data.pad_id = 0;
     data.num_labels = 2;
-    const LoopWorld world;
+    LoopWorld world;
+    world.restart_count = restart_count;
     TrainPlan plan = MakeTrainPlan(job, world, data.train_keys);
     return std::make_unique<TrainLoop>(job, world, std::move(data), plan, std::move(engine),
                                        [this](const std::string& d, const float* params) {
@@ -410,6 +411,148 @@ TEST_F(TrainLoopTest, AnInfiniteGradientNormIsDivergedNamingTheStep) {
   EXPECT_TRUE(IsDiverged(r.status())) << r.status();
   EXPECT_THAT(r.status().message(), HasSubstr("gradient norm is inf at step 1 (fp32)"));
   EXPECT_TRUE(ListShardedCheckpoints(job.output.dir).empty());
+}
+
+// A run stopped at step 2 of 4 (the checkpoint of step 2 is the latest).
+class TrainLoopResumeTest : public TrainLoopTest {
+ protected:
+  JobSpec Stopped(const std::string& out) {
+    JobSpec job = Job(out, 40);  // 4 steps
+    job.output.checkpoint_every_steps = 2;
+    std::atomic<bool> stop{false};
+    auto engine = std::make_unique<FakeEngine>();
+    engine->on_micro = [&](int64_t step) {
+      if (step == 1) stop.store(true);
+    };
+    absl::StatusOr<TrainResult> r = Loop(job, std::move(engine))->Run(&stop);
+    EXPECT_TRUE(r.ok() && r->interrupted && r->steps == 2) << r.status();
+    return job;
+  }
+  std::string JobYaml(const JobSpec& job) {
+    return ReadFile(job.output.dir + "/job.yaml").value_or("(none)");
+  }
+};
+
+TEST_F(TrainLoopResumeTest, ChangedTrajectorySettingsAreRefusedNamingEachKeyAndNothingIsWritten) {
+  JobSpec job = Stopped("out");
+  const std::string yaml = JobYaml(job);
+  const std::vector<std::string> metrics = Lines(job.output.dir + "/metrics.jsonl");
+  job.train.lr = 0.2;
+  job.train.global_batch_size = 20;
+  auto engine = std::make_unique<FakeEngine>();
+  FakeEngine* fake = engine.get();
+  std::unique_ptr<TrainLoop> loop1 = Loop(job, std::move(engine));
+  absl::StatusOr<TrainResult> r = loop1->Run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(IsSettingsChanged(r.status())) << r.status();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("step-00000002 was written by a run with other"));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("train.global_batch_size 10 -> 20, train.lr 0.1 -> 0.2."));
+  EXPECT_TRUE(fake->calls.empty());  // nothing loaded, nothing saved
+  EXPECT_EQ(JobYaml(job), yaml);
+  EXPECT_EQ(Lines(job.output.dir + "/metrics.jsonl"), metrics);
+  EXPECT_FALSE(IsSettingsChanged(absl::FailedPreconditionError("other")));
+}
+
+TEST_F(TrainLoopResumeTest, TheSplitOfAGlobalBatchIsNotATrajectorySetting) {
+  JobSpec job = Stopped("out");
+  job.train.micro_batch_size = 2;
+  job.train.precision = Precision::kFp32;
+  job.distributed.sharding = Sharding::kFullShard;
+  auto engine = std::make_unique<FakeEngine>();
+  FakeEngine* fake = engine.get();
+  std::unique_ptr<TrainLoop> loop2 = Loop(job, std::move(engine));
+  absl::StatusOr<TrainResult> r = loop2->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(fake->calls.front(), "load@2");
+  EXPECT_EQ(r->steps, 4);
+}
+
+TEST_F(TrainLoopResumeTest, ForceResumesDespiteChangedSettingsAndRecordsTheNewJob) {
+  JobSpec job = Stopped("out");
+  job.train.lr = 0.2;
+  job.train.resume = ResumeMode::kForce;
+  auto engine = std::make_unique<FakeEngine>();
+  FakeEngine* fake = engine.get();
+  std::unique_ptr<TrainLoop> loop3 = Loop(job, std::move(engine));
+  absl::StatusOr<TrainResult> r = loop3->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(fake->calls.front(), "load@2");
+  EXPECT_EQ(r->steps, 4);
+  EXPECT_THAT(JobYaml(job), HasSubstr("lr: 0.2\n"));
+  // The checkpoints written from here on carry the new settings.
+  absl::StatusOr<CheckpointMeta> meta =
+      ReadCheckpointMeta(ListShardedCheckpoints(job.output.dir).back());
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->settings.at("train.lr"), "0.2");
+}
+
+TEST_F(TrainLoopResumeTest, NeverStartsOverOnAFirstAttemptAndResumesOnARestart) {
+  JobSpec job = Stopped("out");
+  job.train.resume = ResumeMode::kNever;
+  job.train.lr = 0.2;
+  fs::create_directories(job.output.dir + "/final");
+  // A restart of the job (TORCHELASTIC_RESTART_COUNT 1): its own checkpoints are resumed.
+  {
+    auto engine = std::make_unique<FakeEngine>();
+    FakeEngine* fake = engine.get();
+    std::unique_ptr<TrainLoop> loop4 = Loop(job, std::move(engine), 0, /*restart_count=*/1);
+    absl::StatusOr<TrainResult> r = loop4->Run();
+    ASSERT_FALSE(r.ok());  // the checkpoint is of lr 0.1: under `never`, compared as `auto`
+    EXPECT_TRUE(IsSettingsChanged(r.status())) << r.status();
+    EXPECT_TRUE(fake->calls.empty());
+  }
+  // The first attempt: everything of the previous run goes, training starts at step 1.
+  auto engine = std::make_unique<FakeEngine>();
+  FakeEngine* fake = engine.get();
+  std::unique_ptr<TrainLoop> loop5 = Loop(job, std::move(engine));
+  absl::StatusOr<TrainResult> r = loop5->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const std::string& c : fake->calls) EXPECT_EQ(c.rfind("load", 0), std::string::npos) << c;
+  EXPECT_EQ(r->steps, 4);
+  std::vector<int64_t> steps;
+  for (const std::string& l : Lines(job.output.dir + "/metrics.jsonl")) {
+    steps.push_back(nlohmann::json::parse(l)["step"].get<int64_t>());
+  }
+  EXPECT_THAT(steps, ElementsAre(1, 2, 3, 4));
+  EXPECT_FALSE(fs::exists(job.output.dir + "/final"));  // the fake export writes nothing
+}
+
+TEST_F(TrainLoopResumeTest, AFinishedRunWithItsExportTrainsNothing) {
+  JobSpec job = Job("out", 40);
+  auto engine = std::make_unique<FakeEngine>();
+  ASSERT_TRUE(Loop(job, std::move(engine), /*eval_rows=*/4)->Run().ok());
+  // Without final/ (an export that did not happen) a finished checkpoint resumes and exports.
+  {
+    auto again = std::make_unique<FakeEngine>();
+    FakeEngine* fake = again.get();
+    std::unique_ptr<TrainLoop> loop6 = Loop(job, std::move(again), 4);
+    absl::StatusOr<TrainResult> r = loop6->Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->already_finished);
+    EXPECT_EQ(fake->calls.front(), "load@4");
+    EXPECT_EQ(exports_.size(), 2u);
+  }
+  const fs::path final_dir = fs::path(job.output.dir) / "final";
+  fs::create_directories(final_dir);
+  ASSERT_TRUE(WriteFileAtomic((final_dir / "config.json").string(), "{}").ok());
+  ASSERT_TRUE(WriteFileAtomic((final_dir / "model.safetensors").string(), "x").ok());
+  const std::vector<std::string> metrics = Lines(job.output.dir + "/metrics.jsonl");
+  const nlohmann::json last_eval = nlohmann::json::parse(metrics.back());
+  auto again = std::make_unique<FakeEngine>();
+  FakeEngine* fake = again.get();
+  std::unique_ptr<TrainLoop> loop7 = Loop(job, std::move(again), 4);
+  absl::StatusOr<TrainResult> r = loop7->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->already_finished);
+  EXPECT_EQ(r->steps, 4);
+  EXPECT_EQ(r->export_dir, final_dir.string());
+  EXPECT_EQ(r->eval_step, 4);
+  EXPECT_DOUBLE_EQ(r->eval.accuracy, last_eval["eval_accuracy"].get<double>());
+  EXPECT_THAT(fake->calls, ElementsAre("load@4"));  // no step, no save, no gather
+  EXPECT_EQ(exports_.size(), 2u);
+  EXPECT_EQ(Lines(job.output.dir + "/metrics.jsonl"), metrics);
 }
 
 TEST_F(TrainLoopTest, OtherErrorsAreNotDiverged) {

@@ -184,7 +184,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   data.encode = [tokenizer, max_len](std::string_view text) {
     return tokenizer->Encode(text, max_len);
   };
-  const LoopWorld world{dist->rank(), dist->world_size(), dist->env().rank_weights};
+  const LoopWorld world{dist->rank(), dist->world_size(), dist->env().rank_weights,
+                        dist->env().restart_count};
   TrainPlan plan = MakeTrainPlan(job, world, data.train_keys);
   std::unique_ptr<StepEngine> engine;
   if (on_cuda) {
@@ -197,11 +198,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   }
   // The engine holds the parameters now (only a shard of them under full_shard).
   std::vector<float>().swap(model.params);
-  if (leader) {
-    RM_RETURN_IF_ERROR(MakeDirs(job.output.dir));
-    RM_RETURN_IF_ERROR(
-        WriteFileAtomic((fs::path(job.output.dir) / "job.yaml").string(), JobSpecToYaml(job)));
-  }
+  // output.dir/job.yaml is the loop's to write, once it has decided to train (resume_policy.h).
+  if (leader) RM_RETURN_IF_ERROR(MakeDirs(job.output.dir));
   ExportModel export_model = [config = model.config, layout = std::move(model.layout),
                               vocab = model.vocab_path, lower = model.do_lower_case](
                                  const std::string& dir, const float* params) {
@@ -214,6 +212,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
 
 absl::StatusOr<TrainResult> Trainer::Run(const std::atomic<bool>* stop) {
   absl::StatusOr<TrainResult> r = loop_->Run(stop);
+  // A refused resume is the job's settings, not a peer's failure: nothing to explain.
+  if (!r.ok() && IsSettingsChanged(r.status())) return r.status();
   if (!r.ok()) return dist_->Explain(r.status());
   return r;
 }

@@ -1,0 +1,58 @@
+// What a run does with the checkpoints already in its output.dir (`train.resume`), in the
+// spirit of Hugging Face's `resume_from_checkpoint` / `overwrite_output_dir`:
+//
+//   auto   (default) resume from the newest checkpoint when the run's trajectory settings are
+//          those the checkpoint was written with; a difference fails the job (exit 3) naming
+//          every differing key with its old and new value. No checkpoint: a fresh start.
+//   never  start over: the previous run's checkpoints, final/, metrics.jsonl and ranks/ are
+//          removed first (HF's overwrite_output_dir). Only on a job's first attempt: a restart
+//          after a failure (TORCHELASTIC_RESTART_COUNT > 0) resumes this run's own checkpoints.
+//   force  resume whatever changed, logging each difference.
+//
+// The trajectory settings are those that change which weights a run computes: the model and
+// its initial weights, the training file (path and size) and how it is cut into global batches,
+// the optimiser, the schedule and its length, the seed. Left out on purpose: how a global batch
+// is split and computed — world size, micro_batch_size, sharding, device, precision, gradient
+// compression, backend. They change rounding (and which dropout mask a row draws), not what is
+// optimised; the coordinator also re-plans them per rank (precision and compression `auto`, the
+// world size of an elastic job) when it restarts a job, and resuming across them is a feature
+// (resharding, tests/dist_reshard.sh). Evaluation, output and logging settings are left out too.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "jobspec/job_spec.h"
+
+namespace ringmaster::trainer {
+
+// Key path (as the job file writes it) -> value as text. Recorded in every checkpoint's
+// manifest (CheckpointMeta::settings).
+using RunSettings = std::map<std::string, std::string>;
+
+// The trajectory settings of `job` (see above). Paths are as resolved; data.train carries the
+// file's size ("<path> (<n> bytes)"), so a file rewritten in place counts as changed.
+RunSettings TrajectorySettings(const JobSpec& job);
+
+struct SettingChange {
+  std::string key;
+  std::string before;  // the checkpoint's; "(not set)" when it did not record the key
+  std::string after;   // the job's; "(not set)" likewise
+};
+
+// Keys whose values differ between a checkpoint's settings and the job's, in key order.
+std::vector<SettingChange> DiffSettings(const RunSettings& checkpoint, const RunSettings& job);
+
+// "train.lr 0.001 -> 0.002, train.seed 5 -> 6".
+std::string FormatChanges(const std::vector<SettingChange>& changes);
+
+// The failure of resuming `checkpoint_dir` under changed settings (one line: an agent reports a
+// trainer's last error line). FailedPrecondition, marked so that IsSettingsChanged knows it and
+// `ringmaster-trainer train` exits kExitBadJob: restarting cannot help.
+absl::Status SettingsChanged(const std::string& checkpoint_dir,
+                             const std::vector<SettingChange>& changes);
+bool IsSettingsChanged(const absl::Status& status);
+
+}  // namespace ringmaster::trainer
