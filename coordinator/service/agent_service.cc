@@ -18,7 +18,13 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext* context,
     return auth;
   }
   absl::StatusOr<v1::RegisterResponse> r = cluster_.Register(*request);
-  if (!r.ok()) return ToGrpcStatus(r.status());
+  if (!r.ok()) {
+    if (absl::IsPermissionDenied(r.status()) || absl::IsInvalidArgument(r.status())) {
+      LogWarning(absl::StrCat("refused AgentService/Register from ", context->peer(), ": ",
+                              r.status().message()));
+    }
+    return ToGrpcStatus(r.status());
+  }
   *response = *std::move(r);
   return grpc::Status::OK;
 }
@@ -34,8 +40,15 @@ grpc::Status AgentServiceImpl::Heartbeat(
   v1::AgentMessage message;
   if (!stream->Read(&message)) return grpc::Status::OK;
   const std::string node_id = message.node_id();
-  auto attached = cluster_.AttachStream(node_id);
-  if (!attached.ok()) return ToGrpcStatus(attached.status());
+  auto attached = cluster_.AttachStream(node_id, message.node_secret());
+  if (!attached.ok()) {
+    // Someone holding the join token tried to speak for a node it did not register.
+    if (absl::IsPermissionDenied(attached.status()) || absl::IsAlreadyExists(attached.status())) {
+      LogWarning(absl::StrCat("refused AgentService/Heartbeat from ", context->peer(), ": ",
+                              attached.status().message()));
+    }
+    return ToGrpcStatus(attached.status());
+  }
   auto [outbox, epoch] = *std::move(attached);
   LogInfo(absl::StrCat("node ", node_id, ": heartbeat stream open"));
 
