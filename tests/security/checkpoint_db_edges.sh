@@ -19,7 +19,7 @@ cluster_init "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 
 # ---- a manifest with total 2^62
-cd "$work"
+cd "$work" || exit 1
 "$T" gen-data --out data --train 64 --dev 8 --seed 3 >/dev/null
 job() {  # MAX_STEPS
   cat <<YAML

@@ -10,8 +10,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib/cluster.sh
 source "$here/../lib/cluster.sh"
-# shellcheck source=lib.sh
-source "$here/lib.sh"
+# shellcheck source=lib/security.sh
+source "$here/lib/security.sh"
 work=$(mktemp -d)
 trap 'cluster_stop; rm -rf "$work"' EXIT
 cluster_init "$work"

@@ -10,7 +10,7 @@ T=${TRAINER:?}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
-cd "$work"
+cd "$work" || exit 1
 
 "$T" gen-data --out "$work/data" --train 32 --dev 8 --seed 3 >/dev/null
 mkfifo "$work/fifo"

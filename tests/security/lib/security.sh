@@ -1,4 +1,6 @@
-# Shared by the attack tests in tests/security (sourced after tests/lib/cluster.sh).
+# shellcheck shell=bash
+# Shared by the attack tests in tests/security (sourced after tests/lib/cluster.sh; kept in a
+# subfolder so that the *.sh glob of tests/CMakeLists.txt does not take it for a test).
 #   security_rogue   sets ROGUE to the hostile client (tests/security/rogue_agent.cc); skips
 #                    (exit 77) when it is not built. $ROGUE_AGENT overrides the path.
 #   tiny_job DIR     writes DIR/job.yaml (4 steps, 1 node) and its data under DIR/data
