@@ -5,9 +5,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/warning_limiter.h"
 #include "coordinator/service/grpc_status.h"
 
 namespace ringmaster::coordinator {
+namespace {
+
+// Refused registrations and streams come from callers that hold the join token: log the first
+// few of each kind per minute and count the rest, so that a loop of attempts cannot fill the
+// disk (issue #20).
+WarningLimiter& Refusals() {
+  static WarningLimiter* limiter = new WarningLimiter(absl::Minutes(1), 20);
+  return *limiter;
+}
+
+}  // namespace
 
 grpc::Status AgentServiceImpl::Register(grpc::ServerContext* context,
                                         const v1::RegisterRequest* request,
@@ -20,8 +32,8 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext* context,
   absl::StatusOr<v1::RegisterResponse> r = cluster_.Register(*request);
   if (!r.ok()) {
     if (absl::IsPermissionDenied(r.status()) || absl::IsInvalidArgument(r.status())) {
-      LogWarning(absl::StrCat("refused AgentService/Register from ", context->peer(), ": ",
-                              r.status().message()));
+      Refusals().Warn("register", absl::StrCat("refused AgentService/Register from ",
+                                               context->peer(), ": ", r.status().message()));
     }
     return ToGrpcStatus(r.status());
   }
@@ -44,8 +56,9 @@ grpc::Status AgentServiceImpl::Heartbeat(
   if (!attached.ok()) {
     // Someone holding the join token tried to speak for a node it did not register.
     if (absl::IsPermissionDenied(attached.status()) || absl::IsAlreadyExists(attached.status())) {
-      LogWarning(absl::StrCat("refused AgentService/Heartbeat from ", context->peer(), ": ",
-                              attached.status().message()));
+      Refusals().Warn("heartbeat",
+                      absl::StrCat("refused AgentService/Heartbeat from ", context->peer(), ": ",
+                                   attached.status().message()));
     }
     return ToGrpcStatus(attached.status());
   }

@@ -2,8 +2,9 @@
 // under mutual TLS, a client certificate) but is not the agent of the node it names. It speaks
 // AgentService directly, the way any program with the join token can.
 //
-//   rogue_agent heartbeat --node-id ID [--secret S] [--hold SECONDS]
-//       opens a Heartbeat stream for node ID and keeps it alive with empty reports;
+//   rogue_agent heartbeat --node-id ID [--secret S] [--hold SECONDS] [--repeat N]
+//       opens a Heartbeat stream for node ID and keeps it alive with empty reports (N times in
+//       a row while refused);
 //   rogue_agent register --name NAME --address ADDR [--hold SECONDS]
 //       registers NAME from ADDR and, with --hold, opens the stream the registration allows;
 //   rogue_agent submit --job FILE [--request-id-bytes N] [--base-dir DIR | --base-dir-bytes N]
@@ -68,13 +69,17 @@ int HoldStream(v1::AgentService::Stub& stub, const std::string& token, const std
   const auto until = std::chrono::steady_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(hold_s * 1000));
   uint64_t seq = 0;
+  auto next_report = std::chrono::steady_clock::now();
   while (!ended && std::chrono::steady_clock::now() < until) {
-    v1::AgentMessage m;
-    m.set_node_id(node_id);
-    m.set_seq(++seq);
-    if (seq == 1) m.set_node_secret(secret);
-    if (!stream->Write(m)) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (std::chrono::steady_clock::now() >= next_report) {
+      v1::AgentMessage m;
+      m.set_node_id(node_id);
+      m.set_seq(++seq);
+      if (seq == 1) m.set_node_secret(secret);
+      if (!stream->Write(m)) break;
+      next_report += std::chrono::milliseconds(200);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   const bool stayed_open = !ended;
   if (stayed_open) ctx.TryCancel();
@@ -117,7 +122,14 @@ int main(int argc, char** argv) {
   const std::string join = token->value_or("");
 
   if (mode == "heartbeat") {
-    return HoldStream(*stub, join, flags["--node-id"], flags["--secret"], hold);
+    // --repeat N: N attempts in a row (a flood); the exit status is the last one's.
+    const int repeat = flags.count("--repeat") ? std::atoi(flags["--repeat"].c_str()) : 1;
+    int rc = 1;
+    for (int i = 0; i < repeat; ++i) {
+      rc = HoldStream(*stub, join, flags["--node-id"], flags["--secret"], hold);
+      if (rc != 2) break;
+    }
+    return rc;
   }
   if (mode == "register") {
     v1::RegisterRequest req;
