@@ -247,18 +247,6 @@ absl::Status JobDb::Init() {
   }
   RM_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
 
-  if (!fresh && version < kSchemaVersion) {
-    // Migrations, one transaction: version 1 → 2.
-    RM_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-    absl::Status st = Exec(kSchemaV1ToV2);
-    if (st.ok()) st = Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
-    if (st.ok()) st = Exec("COMMIT");
-    if (!st.ok()) {
-      Exec("ROLLBACK").IgnoreError();
-      return st;
-    }
-  }
-
   if (fresh) {
     RM_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
     absl::Status st = Exec(kSchemaV1);
@@ -279,15 +267,30 @@ absl::Status JobDb::Init() {
 
   // Pages damaged inside a valid header only show when read: check them all once, at open (the
   // database is small: a row per job and per node).
-  Statement check;
-  int rc = sqlite3_prepare_v2(db_, "PRAGMA quick_check(4)", -1, check.out(), nullptr);
-  if (rc == SQLITE_OK) rc = check.Step();
-  if (rc != SQLITE_ROW) return Error(rc, "checking integrity");
-  std::string problems = check.Text(0);
-  if (problems == "ok") return absl::OkStatus();
-  while ((rc = check.Step()) == SQLITE_ROW) absl::StrAppend(&problems, "; ", check.Text(0));
-  return absl::DataLossError(absl::StrCat(
-      path_, ": coordinator database is corrupt (PRAGMA quick_check: ", problems, ")"));
+  {
+    Statement check;  // finalized before any migration writes
+    int rc = sqlite3_prepare_v2(db_, "PRAGMA quick_check(4)", -1, check.out(), nullptr);
+    if (rc == SQLITE_OK) rc = check.Step();
+    if (rc != SQLITE_ROW) return Error(rc, "checking integrity");
+    std::string problems = check.Text(0);
+    if (problems != "ok") {
+      while ((rc = check.Step()) == SQLITE_ROW) absl::StrAppend(&problems, "; ", check.Text(0));
+      return absl::DataLossError(absl::StrCat(
+          path_, ": coordinator database is corrupt (PRAGMA quick_check: ", problems, ")"));
+    }
+  }
+  if (version < kSchemaVersion) {
+    // Migrations of a sound database, in one transaction: version 1 → 2.
+    RM_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    absl::Status st = Exec(kSchemaV1ToV2);
+    if (st.ok()) st = Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
+    if (st.ok()) st = Exec("COMMIT");
+    if (!st.ok()) {
+      Exec("ROLLBACK").IgnoreError();
+      return st;
+    }
+  }
+  return absl::OkStatus();
 }
 
 namespace {
