@@ -30,10 +30,12 @@ absl::Status Agent::Connect() {
   req.mutable_agent_version()->set_build(options_.build);
   *req.mutable_inventory() = options_.inventory;
   req.set_previous_node_id(node_id_);
+  req.set_previous_node_secret(node_secret_);
   absl::StatusOr<v1::RegisterResponse> resp = link_->Register(req);
   if (!resp.ok()) return resp.status();
   if (resp->node_id().empty()) return absl::InternalError("Register returned no node id");
   node_id_ = resp->node_id();
+  node_secret_ = resp->node_secret();
   const absl::Duration hb = FromProto(resp->heartbeat_interval());
   if (hb > absl::ZeroDuration()) heartbeat_ = std::max(hb, absl::Milliseconds(50));
   absl::StatusOr<std::unique_ptr<HeartbeatStream>> s = link_->OpenHeartbeat();
@@ -103,6 +105,8 @@ bool Agent::SendReport() {
   v1::AgentMessage m;
   m.set_node_id(node_id_);
   m.set_seq(++seq_);
+  // The first message opens the stream: the coordinator checks the registration's secret there.
+  if (seq_ == 1) m.set_node_secret(node_secret_);
   *m.mutable_sent_at() =
       google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(now));
   std::vector<v1::RankProgress> reports = ranks_->Report(now);

@@ -67,6 +67,7 @@ class Agent {
   RankSupervisor* ranks_;
   Clock now_;
   std::string node_id_;
+  std::string node_secret_;  // from the latest Register; never logged
   absl::Duration heartbeat_;
   std::unique_ptr<HeartbeatStream> stream_;
   uint64_t seq_ = 0;

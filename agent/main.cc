@@ -46,6 +46,7 @@
 #include "agent/throughput_probe.h"
 #include "common/file_util.h"
 #include "common/log.h"
+#include "common/log_escape.h"
 #include "security/secret.h"
 #include "security/tls_credentials.h"
 
@@ -78,6 +79,8 @@ int Fail(const std::string& msg) {
 
 int main(int argc, char** argv) {
   ringmaster::SetLogProgramName("ringmaster-agent");
+  // Commands from the coordinator (job ids, reasons) reach this log: none may forge a line.
+  ringmaster::SetLogEscapeControlCharacters(true);
   // Debian builds Abseil without NDEBUG, which leaves absl::Mutex deadlock detection on: a
   // third of the coordinator's time at 4096 nodes (coordinator/bench/bench_scale.cc).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/log_escape.h"
 #include "common/progress.h"
 #include "common/rank_list.h"
 #include "google/protobuf/util/time_util.h"
@@ -57,6 +58,10 @@ std::string Ranks(const google::protobuf::RepeatedField<uint32_t>& ranks) {
   std::sort(sorted.begin(), sorted.end());
   return FormatRankList(sorted);
 }
+
+// Text that came over the network (names, ids, errors), as printed: a control character in it
+// must not move the cursor or forge a line on the user's terminal.
+std::string Shown(std::string_view text) { return EscapeControlCharacters(text); }
 
 std::string Memory(uint64_t bytes) {
   return absl::StrFormat("%.0fGiB", static_cast<double>(bytes) / (1u << 30));
@@ -158,14 +163,14 @@ std::string FormatProgressLine(const v1::JobStatus& s) {
   if ((s.phase() == v1::JOB_PHASE_FAILED || s.phase() == v1::JOB_PHASE_RESTARTING ||
        s.phase() == v1::JOB_PHASE_CANCELLED) &&
       !s.error().empty()) {
-    absl::StrAppend(&line, "  error: ", s.error());
+    absl::StrAppend(&line, "  error: ", Shown(s.error()));
   }
   return line;
 }
 
 std::string FormatJobDetails(const v1::JobStatus& s) {
   std::string out;
-  absl::StrAppend(&out, "job:        ", s.job_id(), " (", s.name(), ")\n");
+  absl::StrAppend(&out, "job:        ", Shown(s.job_id()), " (", Shown(s.name()), ")\n");
   absl::StrAppend(&out, "phase:      ", PhaseName(s.phase()), "\n");
   absl::StrAppend(&out, "generation: ", s.generation(), "\n");
   absl::StrAppend(&out, "progress:   step ", s.step(), "/", s.total_steps(),
@@ -180,7 +185,7 @@ std::string FormatJobDetails(const v1::JobStatus& s) {
       "\n");
   if (s.has_rendezvous() && s.phase() == v1::JOB_PHASE_RENDEZVOUS) {
     absl::StrAppend(&out, "rendezvous: ", s.rendezvous().joined_node_ids_size(), " joined (",
-                    absl::StrJoin(s.rendezvous().joined_node_ids(), ", "), "), ",
+                    Shown(absl::StrJoin(s.rendezvous().joined_node_ids(), ", ")), "), ",
                     s.rendezvous().missing_for_min(), " missing for the minimum\n");
     if (const std::string w = WaitingForNodes(s); !w.empty()) {
       absl::StrAppend(&out, "nodes:      ", w,
@@ -196,12 +201,12 @@ std::string FormatJobDetails(const v1::JobStatus& s) {
     // A job that went on after a failure keeps its last one, shown as what it was.
     const bool failed = s.phase() == v1::JOB_PHASE_FAILED;
     absl::StrAppend(&out, failed ? "error:      " : "last issue: ",
-                    kind.empty() ? "" : absl::StrCat("(", kind, ") "), s.error(), "\n");
+                    kind.empty() ? "" : absl::StrCat("(", kind, ") "), Shown(s.error()), "\n");
   }
   if (s.has_stall()) {
     const v1::CollectiveStall& st = s.stall();
     absl::StrAppend(&out, "stalled:    rank(s) ", Ranks(st.missing_ranks()),
-                    " have not entered collective #", st.seq(), " (", st.op(),
+                    " have not entered collective #", st.seq(), " (", Shown(st.op()),
                     st.waiting_ranks_size() == 1 ? "); rank " : "); ranks ",
                     Ranks(st.waiting_ranks()),
                     absl::StrFormat(" waiting %.1fs", static_cast<double>(st.waited().seconds()) +
@@ -217,7 +222,7 @@ std::string FormatJobDetails(const v1::JobStatus& s) {
     absl::StrAppend(&out, "straggler:  rank ", worst->rank(),
                     absl::StrFormat(" (+%.2f s/step)", worst->seconds_per_step()), "\n");
   }
-  for (const std::string& w : s.warnings()) absl::StrAppend(&out, "warning:    ", w, "\n");
+  for (const std::string& w : s.warnings()) absl::StrAppend(&out, "warning:    ", Shown(w), "\n");
   absl::StrAppend(&out, "created:    ", Timestamp(s.created_at()), "\n");
   absl::StrAppend(&out, "updated:    ", Timestamp(s.updated_at()), "\n");
   return out;
@@ -227,10 +232,10 @@ std::string FormatJobsTable(const v1::ListJobsResponse& jobs) {
   std::string out = absl::StrFormat("%-24s %-20s %-11s %-13s %-6s %s\n", "JOB", "NAME", "PHASE",
                                     "STEP", "WORLD", "CREATED");
   for (const v1::JobStatus& j : jobs.jobs()) {
-    absl::StrAppend(
-        &out, absl::StrFormat("%-24s %-20s %-11s %-13s %-6d %s\n", j.job_id(), j.name(),
-                              PhaseName(j.phase()), absl::StrCat(j.step(), "/", j.total_steps()),
-                              j.world_size(), Timestamp(j.created_at())));
+    absl::StrAppend(&out, absl::StrFormat("%-24s %-20s %-11s %-13s %-6d %s\n", Shown(j.job_id()),
+                                          Shown(j.name()), PhaseName(j.phase()),
+                                          absl::StrCat(j.step(), "/", j.total_steps()),
+                                          j.world_size(), Timestamp(j.created_at())));
   }
   return out;
 }
@@ -242,21 +247,21 @@ std::string FormatNodesTable(const v1::ListNodesResponse& nodes) {
     const v1::NodeInventory& inv = n.inventory();
     std::string gpus;
     for (const v1::GpuInfo& g : inv.gpus()) {
-      absl::StrAppend(&gpus, gpus.empty() ? "" : ", ", g.name(), " sm_",
+      absl::StrAppend(&gpus, gpus.empty() ? "" : ", ", Shown(g.name()), " sm_",
                       g.compute_capability_major(), g.compute_capability_minor(), " ",
                       Memory(g.memory_bytes()));
     }
     if (gpus.empty()) gpus = "-";
-    if (!n.job_id().empty()) absl::StrAppend(&gpus, " / ", n.job_id());
+    if (!n.job_id().empty()) absl::StrAppend(&gpus, " / ", Shown(n.job_id()));
     absl::StrAppend(
-        &out,
-        absl::StrFormat("%-20s %-14s %-8s %-16s %-6s %-5d %-9s %s\n", inv.node_name(), n.node_id(),
-                        NodeStateName(n.state()), inv.addresses().empty() ? "-" : inv.addresses(0),
-                        inv.rack().empty() ? "-" : inv.rack(), inv.cpu_cores(),
-                        inv.trainer_samples_per_second() > 0
-                            ? absl::StrFormat("%.1f", inv.trainer_samples_per_second())
-                            : std::string("-"),
-                        gpus));
+        &out, absl::StrFormat("%-20s %-14s %-8s %-16s %-6s %-5d %-9s %s\n", Shown(inv.node_name()),
+                              Shown(n.node_id()), NodeStateName(n.state()),
+                              inv.addresses().empty() ? "-" : Shown(inv.addresses(0)),
+                              inv.rack().empty() ? "-" : Shown(inv.rack()), inv.cpu_cores(),
+                              inv.trainer_samples_per_second() > 0
+                                  ? absl::StrFormat("%.1f", inv.trainer_samples_per_second())
+                                  : std::string("-"),
+                              gpus));
   }
   return out;
 }

@@ -1,5 +1,7 @@
 #include "cli/job_format.h"
 
+#include <algorithm>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -126,6 +128,29 @@ TEST(JobFormat, DetailsNameTheStallAndTheWorstStraggler) {
   EXPECT_THAT(FormatJobDetails(healthy), Not(HasSubstr("stalled")));
   EXPECT_THAT(FormatJobDetails(healthy), Not(HasSubstr("straggler")));
   EXPECT_THAT(FormatProgressLine(healthy), Not(HasSubstr("stalled")));
+}
+
+// Issue #20: names, ids and errors come from the network; a control character in one must not
+// forge a line or move the cursor on the user's terminal.
+TEST(JobFormat, NetworkTextIsPrintedWithItsControlCharactersEscaped) {
+  v1::ListNodesResponse nodes;
+  v1::NodeInfo* n = nodes.add_nodes();
+  n->set_node_id("node-1");
+  n->mutable_inventory()->set_node_name("evil\nnode-9 Ready");
+  n->mutable_inventory()->set_rack("r\x1b[2J");
+  const std::string table = FormatNodesTable(nodes);
+  EXPECT_THAT(table, HasSubstr("evil\\nnode-9 Ready"));
+  EXPECT_THAT(table, HasSubstr("r\\x1b[2J"));
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2);  // header and one row
+  v1::JobStatus s;
+  s.set_job_id("job-1");
+  s.set_name("n\rm");
+  s.set_phase(v1::JOB_PHASE_FAILED);
+  s.set_error("boom\nphase:      Succeeded");
+  EXPECT_THAT(FormatProgressLine(s), HasSubstr("error: boom\\nphase:      Succeeded"));
+  const std::string details = FormatJobDetails(s);
+  EXPECT_THAT(details, HasSubstr("job-1 (n\\rm)"));
+  EXPECT_THAT(details, Not(HasSubstr("\nphase:      Succeeded")));
 }
 
 }  // namespace

@@ -22,8 +22,10 @@ absl::Status ErrnoError(std::string_view what, std::string_view path) {
   return absl::InternalError(msg);
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+absl::StatusOr<int> OpenRegularFile(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever, before
+  // fstat could say what the file is. O_NOCTTY: a terminal given as input stays no one's tty.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return ErrnoError("cannot open", path);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -31,9 +33,34 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) 
     ::close(fd);
     return s;
   }
-  if (S_ISDIR(st.st_mode)) {
+  if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, expected a file"));
+    if (S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, expected a file"));
+    }
+    const char* kind = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is ", kind, ", expected a regular file"));
+  }
+  // Reads of a regular file never block anyway; clear the flag so nothing downstream sees EAGAIN.
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) {
+  absl::StatusOr<int> opened = OpenRegularFile(path);
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    absl::Status s = ErrnoError("cannot stat", path);
+    ::close(fd);
+    return s;
   }
   if (static_cast<size_t>(st.st_size) > max_bytes) {
     ::close(fd);

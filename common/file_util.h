@@ -9,7 +9,13 @@
 
 namespace ringmaster {
 
-// Reads a whole file; errors name the path. Files over `max_bytes` are refused.
+// Opens `path` for reading and returns the descriptor (the caller closes it). Only a regular file
+// (or a symlink to one) is accepted: a directory, FIFO, device or socket is InvalidArgument naming
+// the path and what it is, without blocking (a FIFO with no writer would hang a plain open()).
+absl::StatusOr<int> OpenRegularFile(const std::string& path);
+
+// Reads a whole regular file (OpenRegularFile); errors name the path. Files over `max_bytes` are
+// refused.
 absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes = size_t{1} << 32);
 
 // Writes `data` to `path` so that a crash leaves either the old file or the new one:

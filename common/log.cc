@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <mutex>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/log_escape.h"
 
 namespace ringmaster {
 namespace {
@@ -33,9 +35,41 @@ const char* LevelName(LogLevel level) {
   return "INFO";
 }
 
-void Log(LogLevel level, std::string_view msg) { WriteToStderr(FormatLogLine(level, msg)); }
+std::atomic<bool>& EscapeControl() {
+  static std::atomic<bool> on{false};
+  return on;
+}
+
+void Log(LogLevel level, std::string_view msg) {
+  if (!EscapeControl().load(std::memory_order_relaxed)) {
+    WriteToStderr(FormatLogLine(level, msg));
+    return;
+  }
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == '\r')) msg.remove_suffix(1);
+  WriteToStderr(FormatLogLine(level, EscapeControlCharacters(msg)));
+}
 
 }  // namespace
+
+void SetLogEscapeControlCharacters(bool on) { EscapeControl().store(on); }
+
+std::string EscapeControlCharacters(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if ((u < 0x20 && c != '\t') || u == 0x7f) {
+      absl::StrAppend(&out, "\\x", absl::Hex(u, absl::kZeroPad2));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 void SetLogProgramName(std::string_view name) {
   std::lock_guard<std::mutex> lock(NameMutex());

@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/log.h"
+#include "common/log_escape.h"
 #include "coordinator/cluster/cluster.h"
 #include "coordinator/metrics/coordinator_metrics.h"
 #include "coordinator/service/coordinator_server.h"
@@ -155,6 +156,8 @@ int ParseFlags(int argc, char** argv, Flags* f) {
 int main(int argc, char** argv) {
   namespace rc = ringmaster::coordinator;
   ringmaster::SetLogProgramName("ringmaster-coordinator");
+  // Node names, job names and errors from the network reach this log: none may forge a line.
+  ringmaster::SetLogEscapeControlCharacters(true);
   // Debian builds Abseil without NDEBUG, which leaves absl::Mutex deadlock detection on: a
   // third of the coordinator's time at 4096 nodes (coordinator/bench/bench_scale.cc).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
@@ -209,6 +212,7 @@ int main(int argc, char** argv) {
     LogError(db.status().ToString());
     return 1;
   }
+  if ((*db)->created()) LogInfo(absl::StrCat("created a new coordinator database at ", flags.db));
   rc::ClusterOptions options;
   options.lost_after = flags.lost_after;
   options.heartbeat_interval = std::max(flags.lost_after / 5, absl::Milliseconds(100));

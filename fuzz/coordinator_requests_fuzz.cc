@@ -67,6 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rc::CoordinatorServiceImpl coordinator(**cluster);
   rc::AgentServiceImpl agents(**cluster);
   grpc::ServerContext context;
+  std::string last_secret;  // node_secret of the last successful Register
 
   size_t pos = 0;
   while (pos + 3 <= size) {
@@ -116,7 +117,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case kRegister: {
         v1::RegisterRequest r;
         v1::RegisterResponse out;
-        if (Parse(p, len, &r)) CheckReply(agents.Register(&context, &r, &out));
+        if (Parse(p, len, &r)) {
+          CheckReply(agents.Register(&context, &r, &out));
+          if (!out.node_secret().empty()) last_secret = out.node_secret();
+        }
         break;
       }
       case kAgentMessage: {
@@ -133,8 +137,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case kAttachStream: {
         // The stream stays attached (the cluster holds the outbox); commands queue up in it.
-        auto attached =
-            (*cluster)->AttachStream(std::string(reinterpret_cast<const char*>(p), len));
+        // The payload names the node; the secret is the last Register's, so that streams of
+        // registered nodes open (and those of other nodes are refused).
+        auto attached = (*cluster)->AttachStream(std::string(reinterpret_cast<const char*>(p), len),
+                                                 last_secret);
         FUZZ_CHECK(attached.ok() || !attached.status().message().empty(), "a refusal says why");
         break;
       }

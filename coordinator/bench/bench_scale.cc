@@ -267,6 +267,7 @@ class HeartbeatStream final
     agent_->stub->async()->Heartbeat(&ctx_, this);
     v1::AgentMessage first;
     first.set_node_id(agent_->node_id);
+    first.set_node_secret(agent_->register_response.node_secret());
     first.set_seq(++seq_);
     const absl::Time now = absl::Now();
     first.mutable_sent_at()->set_seconds(absl::ToUnixSeconds(now));

@@ -5,12 +5,14 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/absl_view.h"
 #include "common/log.h"
 #include "coordinator/cluster/api_version.h"
+#include "coordinator/cluster/node_secret.h"
 #include "coordinator/cluster/proto_convert.h"
 #include "coordinator/plan/job_requirements.h"
 
@@ -25,6 +27,45 @@ bool LiveRankState(v1::RankProcessState s) {
 
 void LogIfError(const absl::Status& st, std::string_view what) {
   if (!st.ok()) LogWarning(absl::StrCat(ToAbsl(what), ": ", st.ToString()));
+}
+
+constexpr size_t kMaxNodeNameLength = 128;
+
+// Caps on the free-text fields of requests (issue #20): each is stored, logged or echoed, so an
+// authenticated caller must not be able to grow the database or the log by megabytes per call.
+// (job_yaml has its own cap, kMaxJobYamlBytes, in ParseJobRequirements.)
+constexpr size_t kMaxRequestIdBytes = 128;
+constexpr size_t kMaxPathBytes = 4096;  // PATH_MAX
+constexpr size_t kMaxShortTextBytes = 256;
+constexpr size_t kMaxReasonBytes = 1024;
+
+// InvalidArgument naming `what` and the limit when `value` is longer than `max` bytes or holds a
+// control character (NUL included: it would cut a path short in the trainer's C calls).
+absl::Status CheckTextField(std::string_view what, std::string_view value, size_t max) {
+  if (value.size() > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ToAbsl(what), " is ", value.size(), " bytes; at most ", max, " are accepted"));
+  }
+  for (const char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ToAbsl(what), " holds a control character (byte 0x",
+                       absl::Hex(u, absl::kZeroPad2), "); none are accepted"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The job-name rule (jobspec ValidName) for node names too: they reach logs, terminals, metric
+// labels and rank environments.
+bool ValidNodeName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNodeNameLength || !absl::ascii_isalnum(name[0])) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.';
+  });
 }
 
 }  // namespace
@@ -56,6 +97,7 @@ absl::Status Cluster::Load() {
     node_by_name_[n.inventory.node_name()] = n.node_id;
     n.registered_at = r.registered_at;
     n.last_heartbeat_at = r.last_seen_at;
+    n.secret_sha256 = r.secret_sha256;
     uint64_t number = 0;
     if (absl::SimpleAtoi(absl::string_view(r.node_id).substr(5), &number)) {
       next_node_number_ = std::max(next_node_number_, number + 1);
@@ -112,6 +154,11 @@ std::string Cluster::NewNodeId() { return absl::StrFormat("node-%06d", next_node
 
 absl::StatusOr<v1::SubmitJobResponse> Cluster::SubmitJob(const v1::SubmitJobRequest& request) {
   if (absl::Status st = CheckPeerVersion(request.client_version(), "client"); !st.ok()) return st;
+  absl::Status fields =
+      CheckTextField("submit: request_id", request.request_id(), kMaxRequestIdBytes);
+  if (fields.ok()) fields = CheckTextField("submit: base_dir", request.base_dir(), kMaxPathBytes);
+  if (fields.ok()) fields = CheckTextField("submit: source", request.source(), kMaxShortTextBytes);
+  if (!fields.ok()) return fields;
   absl::MutexLock lock(&mu_);
   v1::SubmitJobResponse response;
   if (!request.request_id().empty()) {
@@ -183,6 +230,10 @@ absl::StatusOr<v1::ListJobsResponse> Cluster::ListJobs(const v1::ListJobsRequest
 }
 
 absl::StatusOr<v1::JobStatus> Cluster::CancelJob(const v1::CancelJobRequest& request) {
+  if (absl::Status st = CheckTextField("cancel: reason", request.reason(), kMaxReasonBytes);
+      !st.ok()) {
+    return st;
+  }
   absl::MutexLock lock(&mu_);
   JobManager* job = FindJob(request.job_id());
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job ", request.job_id()));
@@ -259,6 +310,29 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   if (absl::Status st = CheckPeerVersion(request.agent_version(), "agent"); !st.ok()) return st;
   const v1::NodeInventory& inv = request.inventory();
   if (inv.node_name().empty()) return absl::InvalidArgumentError("register: empty node_name");
+  if (!ValidNodeName(inv.node_name())) {
+    // The name itself is not echoed: it may carry the control characters refused here.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register: node_name (", inv.node_name().size(), " bytes) must be 1-", kMaxNodeNameLength,
+        " letters, digits, '-', '_' or '.', starting with a letter or digit"));
+  }
+  if (absl::Status st = CheckTextField("register: hostname", inv.hostname(), kMaxShortTextBytes);
+      !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = CheckTextField("register: rack", inv.rack(), kMaxShortTextBytes);
+      !st.ok()) {
+    return st;
+  }
+  if (inv.addresses_size() > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register: ", inv.addresses_size(), " addresses; at most 16 are accepted"));
+  }
+  for (const std::string& a : inv.addresses()) {
+    if (absl::Status st = CheckTextField("register: address", a, kMaxShortTextBytes); !st.ok()) {
+      return st;
+    }
+  }
   if (inv.addresses().empty() && inv.hostname().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("register: node ", inv.node_name(), " has neither addresses nor a hostname"));
@@ -281,7 +355,18 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
           absl::StrCat("node name ", inv.node_name(), " is registered to a live agent at ",
                        old_addr, " (", node->node_id, "); this agent is at ", new_addr));
     }
+    // A connected agent keeps its node unless the caller proves it is that agent (a reconnection
+    // over a stream the coordinator has not seen break yet). Anyone else holding the join token
+    // could otherwise re-register the name and take the node's stream and commands.
+    if (node->outbox->attached() &&
+        !NodeSecretMatches(request.previous_node_secret(), node->secret_sha256)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "node ", inv.node_name(), " (", node->node_id,
+          ") has a connected agent; registering it again needs that agent's node secret"));
+    }
   }
+  absl::StatusOr<std::string> secret = NewNodeSecret();
+  if (!secret.ok()) return secret.status();
   if (node == nullptr) {
     node = &AddNode(NewNodeId());
     node->registered_at = now;
@@ -298,13 +383,17 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   node->last_heartbeat_at = now;
   node->lost = false;
   node->stale_stops.clear();
+  node->secret_sha256 = NodeSecretDigest(*secret);
+  ++node->registration;
   NodeRecord record;
   record.node_id = node->node_id;
   record.inventory = InventoryFromProto(inv);
+  record.secret_sha256 = node->secret_sha256;
   LogIfError(db_.UpsertNode(record), "cannot store node");
 
   v1::RegisterResponse response;
   response.set_node_id(node->node_id);
+  response.set_node_secret(*std::move(secret));
   SetDuration(options_.heartbeat_interval, response.mutable_heartbeat_interval());
   SetDuration(options_.lost_after, response.mutable_lost_after());
   *response.mutable_coordinator_version() = CoordinatorApiVersion();
@@ -313,12 +402,24 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
 }
 
 absl::StatusOr<std::pair<std::shared_ptr<AgentOutbox>, uint64_t>> Cluster::AttachStream(
-    const std::string& node_id) {
+    const std::string& node_id, std::string_view secret) {
   absl::MutexLock lock(&mu_);
   Node* node = FindNode(node_id);
   if (node == nullptr) {
     return absl::NotFoundError(absl::StrCat("unknown node id '", node_id, "': register first"));
   }
+  if (!NodeSecretMatches(secret, node->secret_sha256)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("heartbeat stream for node ", node_id, ": ", secret.empty() ? "no" : "a wrong",
+                     " node secret (the first message must carry the one its Register returned)"));
+  }
+  if (node->outbox->attached() && node->stream_registration == node->registration) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("node ", node_id,
+                     " already has an open heartbeat stream for its registration; register "
+                     "again to replace it"));
+  }
+  node->stream_registration = node->registration;
   const uint64_t epoch = node->outbox->Attach();
   Schedule();  // a node is offered to jobs once its stream is open
   return std::make_pair(node->outbox, epoch);

@@ -95,11 +95,18 @@ class Cluster {
                                               absl::Duration timeout);
 
   // ---- Agent service
+  // Node names: 1-128 letters, digits, '-', '_' or '.', starting with a letter or digit (else
+  // InvalidArgument naming the rule). Each call gives the node a new secret (node_secret.h).
+  // A node whose agent holds an open stream and has not been silent for lost_after may only be
+  // registered again with its current secret (previous_node_secret): PermissionDenied without.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
-  // A Heartbeat stream of `node_id` opened: it takes over the node's outbox (an older stream of
-  // the node stops receiving). NotFound for an unknown node: the agent registers again.
+  // A Heartbeat stream of `node_id` opened with `secret`: it takes over the node's outbox (an
+  // older stream of the node stops receiving). NotFound for an unknown node: the agent registers
+  // again. PermissionDenied when `secret` is not the node's current one. AlreadyExists when a
+  // stream opened with the current secret is still attached: one stream per registration, so
+  // that a copy of the secret cannot take the node from the agent that registered it.
   absl::StatusOr<std::pair<std::shared_ptr<AgentOutbox>, uint64_t>> AttachStream(
-      const std::string& node_id);
+      const std::string& node_id, std::string_view secret);
   void DetachStream(const std::string& node_id, uint64_t epoch);
   // One message from a node's Heartbeat stream. NotFound for an unknown node.
   absl::Status OnAgentMessage(const v1::AgentMessage& message);
@@ -129,6 +136,9 @@ class Cluster {
     absl::flat_hash_set<std::string> stale_stops;  // "job/generation" already stopped here
     // Registered again while running a job's ranks: its next message must still report them.
     bool verify_ranks = false;
+    std::string secret_sha256;         // digest of the current registration's secret
+    uint64_t registration = 0;         // counts Register calls of this node in this process
+    uint64_t stream_registration = 0;  // `registration` when the attached stream opened
   };
 
   Cluster(const ClusterOptions& options, JobDb& db, const Clock& clock);

@@ -41,7 +41,8 @@ restart:
 )";
 
 v1::RegisterRequest Registration(const std::string& name, const std::string& address,
-                                 const std::string& previous_id = "") {
+                                 const std::string& previous_id = "",
+                                 const std::string& previous_secret = "") {
   v1::RegisterRequest r;
   r.mutable_agent_version()->set_major(kApiMajor);
   r.mutable_inventory()->set_node_name(name);
@@ -49,6 +50,7 @@ v1::RegisterRequest Registration(const std::string& name, const std::string& add
   r.mutable_inventory()->add_addresses(address);
   r.mutable_inventory()->set_cpu_cores(8);
   r.set_previous_node_id(previous_id);
+  r.set_previous_node_secret(previous_secret);
   return r;
 }
 
@@ -106,9 +108,12 @@ class ClusterTest : public ::testing::Test {
     absl::StatusOr<v1::RegisterResponse> r = cluster_->Register(Registration(name, address));
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return "";
-    auto attached = cluster_->AttachStream(r->node_id());
+    EXPECT_EQ(r->node_secret().size(), 64u);
+    auto attached = cluster_->AttachStream(r->node_id(), r->node_secret());
     EXPECT_TRUE(attached.ok()) << attached.status();
     outboxes_[r->node_id()] = attached->first;
+    epochs_[r->node_id()] = attached->second;
+    secrets_[r->node_id()] = r->node_secret();
     return r->node_id();
   }
 
@@ -163,6 +168,8 @@ class ClusterTest : public ::testing::Test {
   std::unique_ptr<JobDb> db_;
   std::unique_ptr<Cluster> cluster_;
   std::map<std::string, std::shared_ptr<AgentOutbox>> outboxes_;
+  std::map<std::string, uint64_t> epochs_;      // of the stream Connect opened
+  std::map<std::string, std::string> secrets_;  // node secret of the last Connect
 };
 
 TEST_F(ClusterTest, NodeWithAClosedStreamIsNotOfferedUntilItReconnects) {
@@ -170,14 +177,12 @@ TEST_F(ClusterTest, NodeWithAClosedStreamIsNotOfferedUntilItReconnects) {
   // job restarting meanwhile must not plan ranks onto it.
   const std::string a = Connect("a", "10.0.0.1");
   const std::string b = Connect("b", "10.0.0.2");
-  auto reattached = cluster_->AttachStream(b);  // b's stream: the one the test can close
-  ASSERT_TRUE(reattached.ok());
-  cluster_->DetachStream(b, reattached->second);
+  cluster_->DetachStream(b, epochs_[b]);
   const std::string job = Submit("1:2");
   ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RENDEZVOUS);
   EXPECT_THAT(Job(job).rendezvous().joined_node_ids(), ElementsAre(a));
   // b comes back within the window: it joins, which completes the rendezvous (MAX 2).
-  ASSERT_TRUE(cluster_->AttachStream(b).ok());
+  ASSERT_TRUE(cluster_->AttachStream(b, secrets_[b]).ok());
   EXPECT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
   EXPECT_EQ(Job(job).world_size(), 2);
 }
@@ -298,12 +303,84 @@ TEST_F(ClusterTest, VersionsAreChecked) {
   EXPECT_THAT(st.message(), HasSubstr("agent speaks API 0.0"));
 }
 
+// Issue #20: holding the join token lets a caller register a node of its own, not speak for
+// another one.
+TEST_F(ClusterTest, AStreamNeedsItsRegistrationsSecret) {
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string first = secrets_[a];
+  EXPECT_EQ(cluster_->AttachStream(a, "").status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(cluster_->AttachStream(a, std::string(64, '0')).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // The secret itself, while the agent's stream is open: a second stream is refused.
+  absl::Status twice = cluster_->AttachStream(a, first).status();
+  EXPECT_EQ(twice.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(twice.message(), HasSubstr("already has an open heartbeat stream"));
+  // Re-registering the connected node: only with its secret, even from its own address.
+  absl::Status taken = cluster_->Register(Registration("a", "10.0.0.1")).status();
+  EXPECT_EQ(taken.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(taken.message(), HasSubstr("has a connected agent"));
+  EXPECT_EQ(
+      cluster_->Register(Registration("a", "10.0.0.1", a, std::string(64, 'f'))).status().code(),
+      absl::StatusCode::kPermissionDenied);
+  // The agent itself reconnects (its old stream not yet seen broken): a new secret, which
+  // replaces the old one; the new stream takes the node over.
+  absl::StatusOr<v1::RegisterResponse> again =
+      cluster_->Register(Registration("a", "10.0.0.1", a, first));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->node_secret(), first);
+  EXPECT_EQ(cluster_->AttachStream(a, first).status().code(), absl::StatusCode::kPermissionDenied);
+  auto second = cluster_->AttachStream(a, again->node_secret());
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(cluster_->AttachStream(a, again->node_secret()).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  // Once its stream closed, a restarted agent (no secret) registers by name, as before.
+  cluster_->DetachStream(a, second->second);
+  absl::StatusOr<v1::RegisterResponse> restarted =
+      cluster_->Register(Registration("a", "10.0.0.1"));
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  EXPECT_EQ(restarted->node_id(), a);
+}
+
+TEST_F(ClusterTest, NodeNamesAreCheckedAtRegistration) {
+  for (const std::string bad : {std::string("a\nb"), std::string("-a"), std::string("a b"),
+                                std::string("a\x1b[2Jb"), std::string(129, 'n')}) {
+    absl::Status st = cluster_->Register(Registration(bad, "10.0.0.1")).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(st.message(), HasSubstr("must be 1-128 letters, digits"));
+    EXPECT_THAT(st.message(), ::testing::Not(HasSubstr(bad)));
+  }
+  EXPECT_TRUE(cluster_->Register(Registration(std::string(128, 'n'), "10.0.0.1")).ok());
+  EXPECT_TRUE(cluster_->Register(Registration("gpu-01.rack_2", "10.0.0.2")).ok());
+  EXPECT_TRUE(cluster_->ListNodes().nodes_size() == 2);
+}
+
+// Issue #20, item 5: free-text request fields are capped and hold no control characters.
+TEST_F(ClusterTest, RequestTextFieldsAreCapped) {
+  v1::SubmitJobRequest big = Submission("1", std::string(2 << 20, 'r'));
+  absl::Status st = cluster_->SubmitJob(big).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("submit: request_id is 2097152 bytes; at most 128"));
+  v1::SubmitJobRequest path = Submission("1");
+  path.set_base_dir(std::string("/shared/a\0/../b", 16));
+  st = cluster_->SubmitJob(path).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("submit: base_dir holds a control character (byte 0x00)"));
+  path.set_base_dir(std::string(5000, 'd'));
+  EXPECT_EQ(cluster_->SubmitJob(path).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::RegisterRequest reg = Registration("a", "10.0.0.1");
+  reg.mutable_inventory()->set_rack("r\n1");
+  EXPECT_EQ(cluster_->Register(reg).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(cluster_->ListJobs(v1::ListJobsRequest())->jobs().empty());
+  EXPECT_TRUE(cluster_->SubmitJob(Submission("1", std::string(128, 'r'))).ok());
+}
+
 TEST_F(ClusterTest, ANameHeldByALiveAgentElsewhereIsRefused) {
   const std::string a = Connect("a", "10.0.0.1");
   EXPECT_EQ(cluster_->Register(Registration("a", "10.0.0.9")).status().code(),
             absl::StatusCode::kAlreadyExists);
-  // The same agent registering again (restarted) keeps its id.
-  absl::StatusOr<v1::RegisterResponse> again = cluster_->Register(Registration("a", "10.0.0.1", a));
+  // The same agent registering again (reconnecting) keeps its id.
+  absl::StatusOr<v1::RegisterResponse> again =
+      cluster_->Register(Registration("a", "10.0.0.1", a, secrets_[a]));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->node_id(), a);
   EXPECT_EQ(again->lost_after().seconds(), 10);
@@ -327,7 +404,7 @@ TEST_F(ClusterTest, ReconnectionWithTheRanksAliveKeepsTheRun) {
   const std::string a = Connect("a", "10.0.0.1");
   const std::string job = Submit("1");
   ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
-  ASSERT_TRUE(cluster_->Register(Registration("a", "10.0.0.1", a)).ok());
+  ASSERT_TRUE(cluster_->Register(Registration("a", "10.0.0.1", a, secrets_[a])).ok());
   Heartbeat(a, {Rank(job, 0, 0, v1::RANK_PROCESS_STATE_RUNNING)});
   EXPECT_EQ(Job(job).generation(), 0);
   EXPECT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
@@ -339,9 +416,10 @@ TEST_F(ClusterTest, ReRegistrationWithoutTheRanksFailsTheGeneration) {
   const std::string a = Connect("a", "10.0.0.1");
   const std::string job = Submit("1");
   ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
-  ASSERT_TRUE(cluster_->Register(Registration("a", "10.0.0.1", a)).ok());
+  // Registered again over a stream not yet seen broken (so with its secret), without its ranks.
+  ASSERT_TRUE(cluster_->Register(Registration("a", "10.0.0.1", a, secrets_[a])).ok());
   EXPECT_EQ(Job(job).generation(), 0);
-  Heartbeat(a);  // an agent restarted: no ranks
+  Heartbeat(a);  // no ranks
   v1::JobStatus s = Job(job);
   // Its ranks are gone: restart, and the same node joins the new generation.
   EXPECT_EQ(s.generation(), 1);
@@ -368,7 +446,9 @@ TEST_F(ClusterTest, ACoordinatorRestartReloadsJobsAndNodes) {
   EXPECT_EQ(nodes.nodes(0).state(), v1::NODE_STATE_LOST);  // until its agent talks again
 
   // The agent's stream comes back, still running generation 0 of the job.
-  auto attached = cluster_->AttachStream(a);
+  // It needs the secret of its registration before the restart: the database kept its digest.
+  EXPECT_EQ(cluster_->AttachStream(a, "").status().code(), absl::StatusCode::kPermissionDenied);
+  auto attached = cluster_->AttachStream(a, secrets_[a]);
   ASSERT_TRUE(attached.ok()) << attached.status();
   Heartbeat(a, {Rank(running, 0, 0, v1::RANK_PROCESS_STATE_RUNNING)});
   std::vector<v1::CoordinatorMessage> to_a = Drain(*attached->first);

@@ -61,7 +61,7 @@ class CoordinatorMetricsTest : public ::testing::Test {
     r.mutable_inventory()->set_trainer_samples_per_second(100.0 * hosts_);
     absl::StatusOr<v1::RegisterResponse> reg = cluster_->Register(r);
     EXPECT_TRUE(reg.ok()) << reg.status();
-    auto attached = cluster_->AttachStream(reg->node_id());
+    auto attached = cluster_->AttachStream(reg->node_id(), reg->node_secret());
     EXPECT_TRUE(attached.ok());
     outboxes_.push_back(attached->first);
     return reg->node_id();

@@ -5,9 +5,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/warning_limiter.h"
 #include "coordinator/service/grpc_status.h"
 
 namespace ringmaster::coordinator {
+namespace {
+
+// Refused registrations and streams come from callers that hold the join token: log the first
+// few of each kind per minute and count the rest, so that a loop of attempts cannot fill the
+// disk (issue #20).
+WarningLimiter& Refusals() {
+  static WarningLimiter* limiter = new WarningLimiter(absl::Minutes(1), 20);
+  return *limiter;
+}
+
+}  // namespace
 
 grpc::Status AgentServiceImpl::Register(grpc::ServerContext* context,
                                         const v1::RegisterRequest* request,
@@ -18,7 +30,13 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext* context,
     return auth;
   }
   absl::StatusOr<v1::RegisterResponse> r = cluster_.Register(*request);
-  if (!r.ok()) return ToGrpcStatus(r.status());
+  if (!r.ok()) {
+    if (absl::IsPermissionDenied(r.status()) || absl::IsInvalidArgument(r.status())) {
+      Refusals().Warn("register", absl::StrCat("refused AgentService/Register from ",
+                                               context->peer(), ": ", r.status().message()));
+    }
+    return ToGrpcStatus(r.status());
+  }
   *response = *std::move(r);
   return grpc::Status::OK;
 }
@@ -34,8 +52,16 @@ grpc::Status AgentServiceImpl::Heartbeat(
   v1::AgentMessage message;
   if (!stream->Read(&message)) return grpc::Status::OK;
   const std::string node_id = message.node_id();
-  auto attached = cluster_.AttachStream(node_id);
-  if (!attached.ok()) return ToGrpcStatus(attached.status());
+  auto attached = cluster_.AttachStream(node_id, message.node_secret());
+  if (!attached.ok()) {
+    // Someone holding the join token tried to speak for a node it did not register.
+    if (absl::IsPermissionDenied(attached.status()) || absl::IsAlreadyExists(attached.status())) {
+      Refusals().Warn("heartbeat",
+                      absl::StrCat("refused AgentService/Heartbeat from ", context->peer(), ": ",
+                                   attached.status().message()));
+    }
+    return ToGrpcStatus(attached.status());
+  }
   auto [outbox, epoch] = *std::move(attached);
   LogInfo(absl::StrCat("node ", node_id, ": heartbeat stream open"));
 

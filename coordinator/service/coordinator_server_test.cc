@@ -107,6 +107,7 @@ TEST_F(CoordinatorServerTest, FakeAgentRunsAJobToSuccess) {
     v1::AgentMessage m;
     m.set_node_id(node_id);
     m.set_seq(++seq);
+    if (seq == 1) m.set_node_secret(registered.node_secret());
     for (auto& r : ranks) *m.add_ranks() = std::move(r);
     for (uint64_t a : acks) m.add_acked_command_ids(a);
     return stream->Write(m);
@@ -238,6 +239,7 @@ TEST_F(CoordinatorServerTest, ShutdownEndsOpenStreams) {
   auto stream = agent_->Heartbeat(&ctx);
   v1::AgentMessage m;
   m.set_node_id(registered.node_id());
+  m.set_node_secret(registered.node_secret());
   ASSERT_TRUE(stream->Write(m));
   // A message round trip proves the server holds the stream before it shuts down.
   v1::SubmitJobRequest submit;

@@ -2,6 +2,7 @@
 #include "coordinator/state/job_db.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <utility>
 
@@ -42,6 +43,11 @@ CREATE TABLE nodes (
   last_seen_us INTEGER NOT NULL
 );
 )sql";
+
+// Version 2 (issue #20): the SHA-256 digest of each node's current registration secret, so that
+// a restarted coordinator still knows which agent holds a node ('' for rows written by v1).
+constexpr const char* kSchemaV1ToV2 =
+    "ALTER TABLE nodes ADD COLUMN secret_sha256 TEXT NOT NULL DEFAULT ''";
 
 constexpr const char* kJobColumns =
     "id, name, spec_yaml, base_dir, request_id, max_restarts, phase, generation, restarts, "
@@ -163,6 +169,18 @@ absl::Status JobDb::Exec(const char* sql) {
 }
 
 absl::StatusOr<std::unique_ptr<JobDb>> JobDb::Open(const std::string& path, const Clock& clock) {
+  // SQLite takes an empty file for a new database and would start an empty coordinator on it
+  // without a word: a 0-byte file is far more likely a truncated or mistyped one.
+  struct stat st {};
+  const bool exists = path != ":memory:" && ::stat(path.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": the coordinator database is not a regular file"));
+  }
+  if (exists && st.st_size == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": empty file (0 bytes), not a coordinator database; remove it to start a new one"));
+  }
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -212,7 +230,6 @@ absl::Status JobDb::Init() {
       return absl::DataLossError(
           absl::StrCat(path_, ": coordinator database without a schema version"));
     }
-    // Schema migrations from version v to v + 1 go here once there is a version 2.
   }
 
   // WAL needs shared memory beside the file; network filesystems may refuse it.
@@ -233,6 +250,7 @@ absl::Status JobDb::Init() {
   if (fresh) {
     RM_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
     absl::Status st = Exec(kSchemaV1);
+    if (st.ok()) st = Exec(kSchemaV1ToV2);
     if (st.ok()) {
       st = Exec(absl::StrCat("PRAGMA application_id=", kApplicationId,
                              "; PRAGMA user_version=", kSchemaVersion)
@@ -243,20 +261,36 @@ absl::Status JobDb::Init() {
       Exec("ROLLBACK").IgnoreError();
       return st;
     }
+    created_ = true;
     return absl::OkStatus();
   }
 
   // Pages damaged inside a valid header only show when read: check them all once, at open (the
   // database is small: a row per job and per node).
-  Statement check;
-  int rc = sqlite3_prepare_v2(db_, "PRAGMA quick_check(4)", -1, check.out(), nullptr);
-  if (rc == SQLITE_OK) rc = check.Step();
-  if (rc != SQLITE_ROW) return Error(rc, "checking integrity");
-  std::string problems = check.Text(0);
-  if (problems == "ok") return absl::OkStatus();
-  while ((rc = check.Step()) == SQLITE_ROW) absl::StrAppend(&problems, "; ", check.Text(0));
-  return absl::DataLossError(absl::StrCat(
-      path_, ": coordinator database is corrupt (PRAGMA quick_check: ", problems, ")"));
+  {
+    Statement check;  // finalized before any migration writes
+    int rc = sqlite3_prepare_v2(db_, "PRAGMA quick_check(4)", -1, check.out(), nullptr);
+    if (rc == SQLITE_OK) rc = check.Step();
+    if (rc != SQLITE_ROW) return Error(rc, "checking integrity");
+    std::string problems = check.Text(0);
+    if (problems != "ok") {
+      while ((rc = check.Step()) == SQLITE_ROW) absl::StrAppend(&problems, "; ", check.Text(0));
+      return absl::DataLossError(absl::StrCat(
+          path_, ": coordinator database is corrupt (PRAGMA quick_check: ", problems, ")"));
+    }
+  }
+  if (version < kSchemaVersion) {
+    // Migrations of a sound database, in one transaction: version 1 → 2.
+    RM_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    absl::Status st = Exec(kSchemaV1ToV2);
+    if (st.ok()) st = Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
+    if (st.ok()) st = Exec("COMMIT");
+    if (!st.ok()) {
+      Exec("ROLLBACK").IgnoreError();
+      return st;
+    }
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -448,9 +482,10 @@ absl::Status JobDb::UpsertNode(const NodeRecord& node) {
   // ON CONFLICT keeps the first registered_us: a re-registering agent keeps its history.
   int rc = sqlite3_prepare_v2(
       db_,
-      "INSERT INTO nodes (id, name, inventory_json, registered_us, last_seen_us) "
-      "VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name, "
-      "inventory_json = excluded.inventory_json, last_seen_us = excluded.last_seen_us",
+      "INSERT INTO nodes (id, name, inventory_json, registered_us, last_seen_us, secret_sha256) "
+      "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name, "
+      "inventory_json = excluded.inventory_json, last_seen_us = excluded.last_seen_us, "
+      "secret_sha256 = excluded.secret_sha256",
       -1, st.out(), nullptr);
   if (rc != SQLITE_OK) return Error(rc, "preparing a node upsert");
   const int64_t now = Micros(clock_.Now());
@@ -459,6 +494,7 @@ absl::Status JobDb::UpsertNode(const NodeRecord& node) {
   st.Bind(3, InventoryToJson(node.inventory).dump());
   st.Bind(4, now);
   st.Bind(5, now);
+  st.Bind(6, node.secret_sha256);
   rc = st.Step();
   if (rc != SQLITE_DONE) return Error(rc, absl::StrCat("storing node ", node.node_id));
   return absl::OkStatus();
@@ -494,7 +530,9 @@ absl::StatusOr<std::vector<NodeRecord>> JobDb::ListNodes() {
   absl::MutexLock lock(&mu_);
   Statement q;
   int rc = sqlite3_prepare_v2(
-      db_, "SELECT id, inventory_json, registered_us, last_seen_us FROM nodes ORDER BY name, id",
+      db_,
+      "SELECT id, inventory_json, registered_us, last_seen_us, secret_sha256 FROM nodes "
+      "ORDER BY name, id",
       -1, q.out(), nullptr);
   if (rc != SQLITE_OK) return Error(rc, "preparing the node list");
   std::vector<NodeRecord> out;
@@ -509,6 +547,7 @@ absl::StatusOr<std::vector<NodeRecord>> JobDb::ListNodes() {
     }
     n.registered_at = FromMicros(q.Int(2));
     n.last_seen_at = FromMicros(q.Int(3));
+    n.secret_sha256 = q.Text(4);
     out.push_back(std::move(n));
   }
   if (rc != SQLITE_DONE) return Error(rc, "listing nodes");

@@ -54,16 +54,19 @@ struct NodeRecord {
   NodeInventory inventory;
   absl::Time registered_at;
   absl::Time last_seen_at;
+  std::string
+      secret_sha256;  // digest of the node's current secret; '' when none (see node_secret.h)
 };
 
 class JobDb {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;               // 2: nodes.secret_sha256
   static constexpr int32_t kApplicationId = 0x524d4344;  // "RMCD"
 
   // Opens `path` (":memory:" for tests), creating the file and schema when absent. Errors name
   // the path: DataLoss for a corrupt file or one that is not SQLite, FailedPrecondition for a
-  // foreign database or a newer schema, Unavailable when it cannot be opened or locked.
+  // foreign database or a newer schema or an empty (0-byte) file, Unavailable when it cannot be
+  // opened or locked. created() tells whether this call made a new database.
   // `clock` stamps created/updated times and must outlive the database.
   static absl::StatusOr<std::unique_ptr<JobDb>> Open(const std::string& path, const Clock& clock);
   ~JobDb();
@@ -89,6 +92,8 @@ class JobDb {
   absl::StatusOr<std::vector<NodeRecord>> ListNodes();  // by node name
 
   const std::string& path() const { return path_; }
+  // This Open created the database (no file, or an in-memory one): the caller says so in its log.
+  bool created() const { return created_; }
 
  private:
   JobDb(std::string path, sqlite3* db, const Clock& clock);
@@ -102,6 +107,7 @@ class JobDb {
   const Clock& clock_;
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  bool created_ = false;  // set once by Init
 };
 
 }  // namespace ringmaster::coordinator

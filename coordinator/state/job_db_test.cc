@@ -271,6 +271,49 @@ TEST_F(JobDbTest, InMemoryDatabaseForTests) {
   EXPECT_EQ((*db)->ListJobs()->size(), 1u);
 }
 
+// Issue #20: SQLite takes a 0-byte file for a new database; a truncated or mistyped --db must
+// not start an empty coordinator silently.
+TEST_F(JobDbTest, EmptyFileIsRefusedAndANewDatabaseIsReported) {
+  { std::ofstream f(path_); }
+  absl::StatusOr<std::unique_ptr<JobDb>> db = JobDb::Open(path_, clock_);
+  EXPECT_EQ(db.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(db.status().message(), AllOf(HasSubstr(path_), HasSubstr("empty file (0 bytes)")));
+  EXPECT_EQ(fs::file_size(path_), 0u);  // left as it was
+  fs::remove(path_);
+  std::unique_ptr<JobDb> created = MustOpen();
+  ASSERT_NE(created, nullptr);
+  EXPECT_TRUE(created->created());
+  created.reset();
+  std::unique_ptr<JobDb> reopened = MustOpen();
+  ASSERT_NE(reopened, nullptr);
+  EXPECT_FALSE(reopened->created());
+}
+
+TEST_F(JobDbTest, NodeSecretDigestsPersistAndVersion1IsMigrated) {
+  {
+    std::unique_ptr<JobDb> db = MustOpen();
+    ASSERT_NE(db, nullptr);
+    NodeRecord n = NewNode("n-1", "alpha", 0);
+    n.secret_sha256 = std::string(64, 'a');
+    ASSERT_TRUE(db->UpsertNode(n).ok());
+    absl::StatusOr<std::vector<NodeRecord>> nodes = db->ListNodes();
+    ASSERT_TRUE(nodes.ok());
+    EXPECT_EQ((*nodes)[0].secret_sha256, std::string(64, 'a'));
+  }
+  // The same file as a version-1 coordinator left it: no secret column.
+  RawExec("ALTER TABLE nodes DROP COLUMN secret_sha256; PRAGMA user_version = 1");
+  std::unique_ptr<JobDb> db = MustOpen();
+  ASSERT_NE(db, nullptr);
+  absl::StatusOr<std::vector<NodeRecord>> nodes = db->ListNodes();
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_EQ((*nodes)[0].secret_sha256, "");
+  NodeRecord n = NewNode("n-1", "alpha", 0);
+  n.secret_sha256 = std::string(64, 'b');
+  ASSERT_TRUE(db->UpsertNode(n).ok());
+  EXPECT_EQ((*db->ListNodes())[0].secret_sha256, std::string(64, 'b'));
+}
+
 TEST_F(JobDbTest, GarbageFileIsRefusedNamingThePath) {
   {
     std::ofstream f(path_);

@@ -38,15 +38,11 @@ class FdCloser {
 
 absl::StatusOr<TsvRowIndex> TsvRowIndex::Build(const std::string& path, int num_labels) {
   RM_ASSIGN_OR_RETURN(TsvLineParser parser, TsvLineParser::ForTraining(path, num_labels));
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open", path);
+  // The same checks, and messages, as ReadFile's (a FIFO or device is refused, not waited on).
+  RM_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   FdCloser closer(fd);
-  // The same checks, and messages, as ReadFile's.
   struct stat st {};
   if (::fstat(fd, &st) != 0) return ErrnoError("cannot stat", path);
-  if (S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, expected a file"));
-  }
   if (static_cast<uint64_t>(st.st_size) > kMaxTsvBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": file is ", st.st_size, " bytes, over the limit of ", kMaxTsvBytes));

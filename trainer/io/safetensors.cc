@@ -219,17 +219,15 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
     const std::string& path) {
   std::unique_ptr<SafetensorsReader> r(new SafetensorsReader());
   r->path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open", path);
+  // Refuses a FIFO or device without blocking on it (a plain open() of a FIFO waits for a writer).
+  absl::StatusOr<int> opened = OpenRegularFile(path);
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     absl::Status s = ErrnoError("cannot stat", path);
     ::close(fd);
     return s;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Corrupt(path, "not a regular file");
   }
   const size_t file_size = static_cast<size_t>(st.st_size);
   if (file_size < 8) {

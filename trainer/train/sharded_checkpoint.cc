@@ -598,15 +598,19 @@ absl::StatusOr<LoadedShard> LoadShardedCheckpoint(const std::string& dir, size_t
                                                   const std::string& expected_fingerprint,
                                                   const ShardRanges& want) {
   RM_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir));
-  if (m.meta.total != expected_total) {
-    return absl::FailedPreconditionError(absl::StrCat(dir, ": checkpoint holds ", m.meta.total,
-                                                      " elements per buffer, this job has ",
-                                                      expected_total));
-  }
   if (m.meta.fingerprint != expected_fingerprint) {
     return absl::FailedPreconditionError(absl::StrCat(dir, ": checkpoint is of another model (",
                                                       m.meta.fingerprint, ") than this job's (",
                                                       expected_fingerprint, ")"));
+  }
+  if (m.meta.total != expected_total) {
+    // The fingerprint (this model's layout) fixes the element count: a manifest that names this
+    // model with another total contradicts itself. It is damage, which a resume skips for the
+    // previous checkpoint, not a sign that the job changed (issue #20: total 2^62 stopped the
+    // trainer with exit 1).
+    return absl::DataLossError(absl::StrCat(Join(dir, kManifestName), ": total ", m.meta.total,
+                                            " contradicts the fingerprint of this model (",
+                                            expected_total, " elements per buffer)"));
   }
   const std::string problem = RangesProblem(want.ranges, expected_total);
   if (!problem.empty()) {

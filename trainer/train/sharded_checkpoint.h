@@ -86,8 +86,9 @@ struct LoadedShard {
   std::vector<float> params, exp_avg, exp_avg_sq;  // want.local_numel() each
 };
 
-// Loads the ranges `want` of one checkpoint directory. Reads the manifest, checks
-// meta.total == expected_total and the fingerprint (FailedPrecondition on mismatch), checks
+// Loads the ranges `want` of one checkpoint directory. Reads the manifest, checks the
+// fingerprint (FailedPrecondition on mismatch: another model) and then meta.total ==
+// expected_total (DataLoss: the manifest contradicts its own fingerprint), checks
 // that the manifest's ranges tile [0, total), opens only the shard files overlapping `want`,
 // verifies their sizes and checksums, and copies the requested ranges. Any damage (missing,
 // truncated or corrupted file, bad JSON, wrong sizes) is DataLoss naming the file; `want` not

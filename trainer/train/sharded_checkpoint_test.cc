@@ -640,9 +640,14 @@ TEST_F(DamageTest, ManifestWithWrongFields) {
   EXPECT_TRUE(LoadAll().ok()) << LoadAll();
 }
 
-TEST_F(DamageTest, FingerprintOrTotalMismatchIsFailedPrecondition) {
+// Another model's checkpoint stops a resume (FailedPrecondition); a manifest of this model whose
+// total disagrees with its fingerprint is damage (DataLoss), which a resume skips (issue #20).
+TEST_F(DamageTest, FingerprintMismatchIsFailedPreconditionAndTotalMismatchIsDamage) {
   EXPECT_EQ(LoadAll("bert-large").code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(LoadAll(kFingerprint, Total() + 1).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(LoadAll("bert-large", Total() + 1).code(), absl::StatusCode::kFailedPrecondition);
+  const absl::Status total = LoadAll(kFingerprint, Total() + 1);
+  ExpectDataLossNaming(total, manifest_);
+  EXPECT_THAT(std::string(total.message()), HasSubstr("contradicts the fingerprint"));
 }
 
 TEST_F(DamageTest, BadRequestedRanges) {

@@ -1,0 +1,26 @@
+# shellcheck shell=bash
+# Shared by the attack tests in tests/security (sourced after tests/lib/cluster.sh; kept in a
+# subfolder so that the *.sh glob of tests/CMakeLists.txt does not take it for a test).
+#   security_rogue   sets ROGUE to the hostile client (tests/security/rogue_agent.cc); skips
+#                    (exit 77) when it is not built. $ROGUE_AGENT overrides the path.
+#   tiny_job DIR     writes DIR/job.yaml (4 steps, 1 node) and its data under DIR/data
+security_rogue() {
+  ROGUE=${ROGUE_AGENT:-${RINGMASTER_BINARY_DIR:?}/tests/security/rogue_agent}
+  [[ -x $ROGUE ]] || { echo "SKIP: $ROGUE not built"; exit 77; }
+}
+
+tiny_job() {
+  cat >"$1/job.yaml" <<YAML
+name: security-tiny
+model:
+  config: {hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 64,
+           max_position_embeddings: 64, hidden_dropout_prob: 0.0, attention_probs_dropout_prob: 0.0}
+  vocab: data/vocab.txt
+data: {train: data/train.tsv, eval: data/dev.tsv, max_seq_len: 32, shuffle: true}
+train: {epochs: 1, max_steps: 4, global_batch_size: 8, micro_batch_size: 4, lr: 2.0e-3,
+        warmup_steps: 1, seed: 5, max_grad_norm: 0.5}
+output: {dir: out, checkpoint_every_steps: 0}
+distributed: {sharding: full_shard, nodes: 1, procs_per_node: 1}
+YAML
+  "${TRAINER:?}" gen-data --out "$1/data" --train 40 --dev 8 --seed 5 >/dev/null
+}

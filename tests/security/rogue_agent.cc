@@ -1,0 +1,185 @@
+// A hostile insider for the security tests (issue #20): a client that holds the join token (and,
+// under mutual TLS, a client certificate) but is not the agent of the node it names. It speaks
+// AgentService directly, the way any program with the join token can.
+//
+//   rogue_agent heartbeat --node-id ID [--secret S] [--hold SECONDS] [--repeat N]
+//       opens a Heartbeat stream for node ID and keeps it alive with empty reports (N times in
+//       a row while refused);
+//   rogue_agent register --name NAME --address ADDR [--hold SECONDS]
+//       registers NAME from ADDR and, with --hold, opens the stream the registration allows;
+//   rogue_agent submit --job FILE [--request-id-bytes N] [--base-dir DIR | --base-dir-bytes N]
+//       submits FILE with an oversized or malformed field (submit token from
+//       RINGMASTER_TOKEN_FILE).
+//
+// Connection: RINGMASTER_COORDINATOR, RINGMASTER_TLS_CA/_CERT/_KEY or
+// RINGMASTER_INSECURE_LOOPBACK=1 (as the CLI), the join token from RINGMASTER_JOIN_TOKEN_FILE.
+// Prints "accepted: ..." and exits 0 when the stream stayed open for --hold seconds (or the
+// registration or submission succeeded), "refused: CODE: message" and exits 2 when the
+// coordinator refused, 1 on a usage or set-up error. Every command the stream received is
+// printed as "command: KIND".
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "ringmaster/v1/agent.grpc.pb.h"
+#include "ringmaster/v1/coordinator.grpc.pb.h"
+#include "security/call_auth.h"
+#include "security/secret.h"
+#include "security/tls_credentials.h"
+
+namespace {
+
+namespace v1 = ringmaster::v1;
+namespace sec = ringmaster::security;
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+int Refused(const grpc::Status& s) {
+  std::cout << "refused: " << s.error_code() << ": " << s.error_message() << std::endl;
+  return 2;
+}
+
+// Holds a Heartbeat stream for `hold_s` seconds; 0 when it stayed open, else Refused's code.
+int HoldStream(v1::AgentService::Stub& stub, const std::string& token, const std::string& node_id,
+               const std::string& secret, double hold_s) {
+  grpc::ClientContext ctx;
+  sec::AttachToken(&ctx, token);
+  auto stream = stub.Heartbeat(&ctx);
+  std::atomic<bool> ended{false};
+  std::thread reader([&] {
+    v1::CoordinatorMessage m;
+    while (stream->Read(&m)) {
+      std::cout << "command: "
+                << v1::CoordinatorMessage::descriptor()->FindFieldByNumber(m.command_case())->name()
+                << std::endl;
+    }
+    ended = true;
+  });
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(hold_s * 1000));
+  uint64_t seq = 0;
+  auto next_report = std::chrono::steady_clock::now();
+  while (!ended && std::chrono::steady_clock::now() < until) {
+    if (std::chrono::steady_clock::now() >= next_report) {
+      v1::AgentMessage m;
+      m.set_node_id(node_id);
+      m.set_seq(++seq);
+      if (seq == 1) m.set_node_secret(secret);
+      if (!stream->Write(m)) break;
+      next_report += std::chrono::milliseconds(200);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const bool stayed_open = !ended;
+  if (stayed_open) ctx.TryCancel();
+  reader.join();
+  grpc::Status s = stream->Finish();
+  if (!stayed_open) return Refused(s);
+  std::cout << "accepted: a heartbeat stream for " << node_id << " stayed open " << hold_s << " s"
+            << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: rogue_agent heartbeat|register [--flag value]...\n";
+    return 1;
+  }
+  const std::string mode = argv[1];
+  std::map<std::string, std::string> flags;
+  for (int i = 2; i + 1 < argc; i += 2) flags[argv[i]] = argv[i + 1];
+  const double hold = flags.count("--hold") ? std::atof(flags["--hold"].c_str()) : 0;
+
+  sec::TlsOptions tls;
+  tls.ca_file = Env("RINGMASTER_TLS_CA");
+  tls.cert_file = Env("RINGMASTER_TLS_CERT");
+  tls.key_file = Env("RINGMASTER_TLS_KEY");
+  auto channel = sec::ControlPlaneChannel(Env("RINGMASTER_COORDINATOR"), tls,
+                                          Env("RINGMASTER_INSECURE_LOOPBACK") == "1");
+  if (!channel.ok()) {
+    std::cerr << channel.status() << "\n";
+    return 1;
+  }
+  auto token = sec::ReadSecret("join token", Env("RINGMASTER_JOIN_TOKEN_FILE"), "");
+  if (!token.ok()) {
+    std::cerr << token.status() << "\n";
+    return 1;
+  }
+  auto stub = v1::AgentService::NewStub(*channel);
+  const std::string join = token->value_or("");
+
+  if (mode == "heartbeat") {
+    // --repeat N: N attempts in a row (a flood); the exit status is the last one's.
+    const int repeat = flags.count("--repeat") ? std::atoi(flags["--repeat"].c_str()) : 1;
+    int rc = 1;
+    for (int i = 0; i < repeat; ++i) {
+      rc = HoldStream(*stub, join, flags["--node-id"], flags["--secret"], hold);
+      if (rc != 2) break;
+    }
+    return rc;
+  }
+  if (mode == "register") {
+    v1::RegisterRequest req;
+    req.mutable_agent_version()->set_major(1);
+    req.mutable_inventory()->set_node_name(flags["--name"]);
+    req.mutable_inventory()->add_addresses(flags["--address"]);
+    req.mutable_inventory()->set_cpu_cores(1);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    sec::AttachToken(&ctx, join);
+    v1::RegisterResponse resp;
+    grpc::Status s = stub->Register(&ctx, req, &resp);
+    if (!s.ok()) return Refused(s);
+    std::cout << "registered: " << resp.node_id() << std::endl;
+    if (hold <= 0) return 0;
+    return HoldStream(*stub, join, resp.node_id(), resp.node_secret(), hold);
+  }
+  if (mode == "submit") {
+    // A submit-token holder's oversized or malformed request: --job FILE, --request-id-bytes N
+    // (a request id of N 'r's), --base-dir-bytes N (a base_dir of N bytes), --base-dir TEXT
+    // ("\\0" stands for a NUL byte).
+    auto submit_token = sec::ReadSecret("submit token", Env("RINGMASTER_TOKEN_FILE"), "");
+    if (!submit_token.ok()) {
+      std::cerr << submit_token.status() << "\n";
+      return 1;
+    }
+    std::ifstream in(flags["--job"]);
+    std::stringstream yaml;
+    yaml << in.rdbuf();
+    v1::SubmitJobRequest req;
+    req.mutable_client_version()->set_major(1);
+    req.set_job_yaml(yaml.str());
+    req.set_source("job.yaml");
+    std::string base = flags["--base-dir"];
+    for (size_t at; (at = base.find("\\0")) != std::string::npos;) base.replace(at, 2, 1, '\0');
+    if (flags.count("--base-dir-bytes")) base.assign(std::stoul(flags["--base-dir-bytes"]), 'd');
+    req.set_base_dir(base);
+    if (flags.count("--request-id-bytes")) {
+      req.set_request_id(std::string(std::stoul(flags["--request-id-bytes"]), 'r'));
+    }
+    auto coordinator = v1::Coordinator::NewStub(*channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    sec::AttachToken(&ctx, submit_token->value_or(""));
+    v1::SubmitJobResponse resp;
+    grpc::Status s = coordinator->SubmitJob(&ctx, req, &resp);
+    if (!s.ok()) return Refused(s);
+    std::cout << "accepted: " << resp.job_id() << std::endl;
+    return 0;
+  }
+  std::cerr << "rogue_agent: unknown mode " << mode << "\n";
+  return 1;
+}
