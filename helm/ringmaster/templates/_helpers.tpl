@@ -73,6 +73,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (printf "%s-credentials" (include "ringmaster.fullname" .)) .Values.tls.existingSecret -}}
 {{- end -}}
 
+{{/* Secret with the CLI's client certificate, ca.crt and the submit token (generated TLS only). */}}
+{{- define "ringmaster.clientSecret" -}}
+{{- printf "%s-client" (include "ringmaster.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* True ("true") when the chart generates the TLS material: no existing Secret, no PEM values. */}}
+{{- define "ringmaster.generatesTls" -}}
+{{- if not (or .Values.tls.existingSecret .Values.tls.cert .Values.tls.key .Values.tls.ca) -}}true{{- end -}}
+{{- end -}}
+
 {{/* Security context of every container: no root, no privilege, nothing writable but volumes. */}}
 {{- define "ringmaster.containerSecurityContext" -}}
 allowPrivilegeEscalation: false
