@@ -63,9 +63,17 @@ app.kubernetes.io/component: {{ .component }}
 {{- $i := .Values.images.coordinator -}}
 {{- printf "%s:%s" $i.repository (default .Chart.AppVersion $i.tag) -}}
 {{- end -}}
+{{/* An agent pool's image: include with (dict "ctx" $ "flavor" "cuda13"|"cuda12"|"cpu"). The CPU
+     image (no CUDA, Gloo only) is images.cpuAgent; the CUDA ones are images.agent, tagged
+     <appVersion>-<flavor> unless images.agent.tag is set. */}}
 {{- define "ringmaster.agentImage" -}}
-{{- $i := .Values.images.agent -}}
-{{- printf "%s:%s" $i.repository (default (printf "%s-%s" .Chart.AppVersion $i.flavor) $i.tag) -}}
+{{- if eq .flavor "cpu" -}}
+{{- $i := .ctx.Values.images.cpuAgent -}}
+{{- printf "%s:%s" $i.repository (default (printf "%s-cpu" .ctx.Chart.AppVersion) $i.tag) -}}
+{{- else -}}
+{{- $i := .ctx.Values.images.agent -}}
+{{- printf "%s:%s" $i.repository (default (printf "%s-%s" .ctx.Chart.AppVersion .flavor) $i.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Secret holding the join and submit tokens and the TLS material. */}}
