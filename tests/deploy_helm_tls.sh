@@ -160,7 +160,7 @@ notes_cmd=$(grep -o "exec statefulset/rm-ringmaster-coordinator -- ringmaster .*
 notes_cmd=${notes_cmd//\/etc\/ringmaster\//$work/i1/etc/ringmaster/}
 notes_cmd=${notes_cmd//127.0.0.1:7070/127.0.0.1:$port}
 # Poll until the agent shows up (the coordinator and the agent start in the background).
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do  # up to a minute on a loaded machine
   # shellcheck disable=SC2086
   if "$BIN/cli/ringmaster" $notes_cmd >"$work/nodes.txt" 2>"$work/nodes.err" && grep -q "^node-a " "$work/nodes.txt"; then
     break
