@@ -113,7 +113,8 @@ int main(int argc, char** argv) {
           "every path a job names must lie inside one of these (default: any path)");
   if (std::optional<int> exit_code = fs.ParseOrExit(argc, argv)) return *exit_code;
   if (!fs.positional().empty()) {
-    return Fail(absl::StrCat("unexpected argument '", fs.positional()[0], "'\n", fs.UsageHint()));
+    return Fail(absl::StrCat("unexpected argument '", fs.positional()[0],
+                             "' (see ringmaster-agent --help)"));
   }
   std::map<std::string, std::string> flags;
   for (const char* name :
@@ -124,7 +125,7 @@ int main(int argc, char** argv) {
   }
   for (const char* required : {"--coordinator", "--trainer", "--work-dir"}) {
     if (!flags.count(required))
-      return Fail(absl::StrCat(required, " is required\n", fs.UsageHint()));
+      return Fail(absl::StrCat(required, " is required (see ringmaster-agent --help)"));
   }
   // Transport and join token before anything slow, so a misconfigured agent stops at once.
   ringmaster::security::TlsOptions tls;
