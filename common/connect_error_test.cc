@@ -60,6 +60,9 @@ TEST(ExplainCoordinatorErrorTest, PlaintextClientClosedByTlsServer) {
 TEST(ExplainCoordinatorErrorTest, OtherErrorsPassUnchanged) {
   const absl::Status denied = absl::PermissionDeniedError("submit token required");
   EXPECT_EQ(ExplainCoordinatorError(denied, {"a:1"}), denied);
+  // A call that reached the coordinator and ran out of time is not "cannot reach".
+  const absl::Status slow = absl::DeadlineExceededError("Deadline Exceeded");
+  EXPECT_EQ(ExplainCoordinatorError(slow, {"a:1"}), slow);
   const absl::Status odd = absl::UnavailableError("something new");
   EXPECT_EQ(ExplainCoordinatorError(odd, {"a:1"}), odd);
   // "Connection refused" inside an application error is not a transport failure.
