@@ -105,7 +105,9 @@ absl::StatusOr<v1::RegisterResponse> GrpcCoordinatorLink::Register(
   security::AttachToken(&ctx, join_token_);
   v1::RegisterResponse resp;
   grpc::Status s = stub->Register(&ctx, request, &resp);
-  if (!s.ok()) return FromGrpc(s);
+  if (!s.ok()) {
+    return target_.has_value() ? ExplainCoordinatorError(FromGrpc(s), *target_) : FromGrpc(s);
+  }
   return resp;
 }
 

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "agent/coordinator_link.h"
+#include "common/connect_error.h"
 
 namespace grpc {
 class Channel;
@@ -22,12 +24,17 @@ class GrpcCoordinatorLink final : public CoordinatorLink {
   GrpcCoordinatorLink(std::shared_ptr<grpc::Channel> channel, std::string join_token);
   ~GrpcCoordinatorLink() override;
 
+  // Where the channel points: a failed registration then says what is wrong and which flag
+  // fixes it (common/connect_error.h).
+  void set_target(CoordinatorTarget target) { target_ = std::move(target); }
+
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request) override;
   absl::StatusOr<std::unique_ptr<HeartbeatStream>> OpenHeartbeat() override;
 
  private:
   std::shared_ptr<grpc::Channel> channel_;
   std::string join_token_;
+  std::optional<CoordinatorTarget> target_;
 };
 
 }  // namespace ringmaster::agent

@@ -45,6 +45,7 @@
 #include "agent/rank_supervisor.h"
 #include "agent/throughput_probe.h"
 #include "common/file_util.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/log_escape.h"
 #include "security/secret.h"
@@ -55,17 +56,6 @@ extern char** environ;
 namespace ra = ringmaster::agent;
 
 namespace {
-
-constexpr char kUsage[] =
-    "usage: ringmaster-agent --coordinator HOST:PORT --trainer PATH --work-dir DIR\n"
-    "           [--name NAME] [--rack LABEL] [--address ADDR (repeatable)]\n"
-    "           [--inventory-override 'COUNTxNAME:sm_XY:MEM[,...]' | none]\n"
-    "           [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]\n"
-    "           [--metrics-listen HOST:PORT]\n"
-    "           [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]\n"
-    "           | --insecure-loopback\n"
-    "           [--join-token-file FILE]   (default: $RINGMASTER_JOIN_TOKEN)\n"
-    "           [--allowed-root DIR (repeatable)]\n";
 
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
@@ -84,48 +74,58 @@ int main(int argc, char** argv) {
   // Debian builds Abseil without NDEBUG, which leaves absl::Mutex deadlock detection on: a
   // third of the coordinator's time at 4096 nodes (coordinator/bench/bench_scale.cc).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  std::map<std::string, std::string> flags;
   std::vector<std::string> addresses;
   std::vector<std::string> allowed_roots;
-  static const char* kKnown[] = {
-      "--coordinator",    "--trainer",    "--work-dir",           "--name",
-      "--rack",           "--address",    "--inventory-override", "--log-max-bytes",
-      "--log-keep",       "--throughput", "--metrics-listen",     "--tls-ca",
-      "--tls-cert",       "--tls-key",    "--join-token-file",    "--allowed-root",
-      "--tls-server-name"};
   bool insecure_loopback = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string f = argv[i];
-    if (f == "--help" || f == "-h") {
-      std::cout << kUsage;
-      return 0;
-    }
-    if (f == "--insecure-loopback") {
-      insecure_loopback = true;
-      continue;
-    }
-    std::string v;
-    if (size_t eq = f.find('='); eq != std::string::npos) {
-      v = f.substr(eq + 1);
-      f = f.substr(0, eq);
-    } else if (i + 1 < argc) {
-      v = argv[++i];
-    } else {
-      return Fail(absl::StrCat(f, " needs a value\n", kUsage));
-    }
-    if (std::find(std::begin(kKnown), std::end(kKnown), f) == std::end(kKnown)) {
-      return Fail(absl::StrCat("unknown argument '", f, "'\n", kUsage));
-    }
-    if (f == "--address") {
-      addresses.push_back(v);
-    } else if (f == "--allowed-root") {
-      allowed_roots.push_back(v);
-    } else {
-      flags[f] = v;
-    }
+  ringmaster::FlagSet fs("ringmaster-agent",
+                         "one per node: registers it, runs and supervises its trainer ranks");
+  // Every valued flag lands in `flags` by name (fs.value); only the lists need their own.
+  fs.Value("--coordinator", "HOST:PORT", nullptr, "required", "the coordinator's address");
+  fs.Value("--trainer", "PATH", nullptr, "required", "the ringmaster-trainer binary to run");
+  fs.Value("--work-dir", "DIR", nullptr, "required",
+           "where rank logs, status files and the throughput cache go (created)");
+  fs.Value("--name", "NAME", nullptr, "the host name", "this node's name");
+  fs.Value("--rack", "LABEL", nullptr, "none", "rack label, for placement");
+  fs.List("--address", "ADDR", &addresses,
+          "an address ranks on other nodes reach this node at (default: the host's\n"
+          "non-loopback IPv4 addresses)");
+  fs.Value("--inventory-override", "'COUNTxNAME:sm_XY:MEM[,...]' | none", nullptr,
+           "the detected GPUs", "report these GPUs instead of the detected ones");
+  fs.Value("--log-max-bytes", "N", nullptr, "67108864 (64 MiB)",
+           "rotate a rank's log past N bytes (>= 4096)");
+  fs.Value("--log-keep", "N", nullptr, "3", "rotated rank logs kept (>= 0)");
+  fs.Value("--throughput", "auto|off|SAMPLES_PER_S", nullptr, "auto",
+           "auto: run the trainer's probe once and cache it; off: report none (the planner\n"
+           "weighs by GPU model); a number: report that figure");
+  fs.Value("--metrics-listen", "HOST:PORT", nullptr, "none (no /metrics)",
+           "serves Prometheus' /metrics there (agent, GPUs, local ranks)");
+  fs.Value("--tls-ca", "FILE", nullptr, "the system's roots",
+           "CA the coordinator's certificate chains to");
+  fs.Value("--tls-cert", "FILE", nullptr, "none", "the agent's certificate, for mutual TLS");
+  fs.Value("--tls-key", "FILE", nullptr, "none", "its private key");
+  fs.Value("--tls-server-name", "NAME", nullptr, "the --coordinator host",
+           "the name in the coordinator's certificate, when --coordinator names it otherwise");
+  fs.Switch("--insecure-loopback", &insecure_loopback,
+            "plaintext instead of TLS; only to a loopback --coordinator");
+  fs.Value("--join-token-file", "FILE", nullptr, "$RINGMASTER_JOIN_TOKEN, else none",
+           "the token the coordinator asks for at registration (never passed to trainers)");
+  fs.List("--allowed-root", "DIR", &allowed_roots,
+          "every path a job names must lie inside one of these (default: any path)");
+  if (std::optional<int> exit_code = fs.ParseOrExit(argc, argv)) return *exit_code;
+  if (!fs.positional().empty()) {
+    return Fail(absl::StrCat("unexpected argument '", fs.positional()[0],
+                             "' (see ringmaster-agent --help)"));
+  }
+  std::map<std::string, std::string> flags;
+  for (const char* name :
+       {"--coordinator", "--trainer", "--work-dir", "--name", "--rack", "--inventory-override",
+        "--log-max-bytes", "--log-keep", "--throughput", "--metrics-listen", "--tls-ca",
+        "--tls-cert", "--tls-key", "--tls-server-name", "--join-token-file"}) {
+    if (std::optional<std::string> v = fs.value(name)) flags[name] = *v;
   }
   for (const char* required : {"--coordinator", "--trainer", "--work-dir"}) {
-    if (!flags.count(required)) return Fail(absl::StrCat(required, " is required\n", kUsage));
+    if (!flags.count(required))
+      return Fail(absl::StrCat(required, " is required (see ringmaster-agent --help)"));
   }
   // Transport and join token before anything slow, so a misconfigured agent stops at once.
   ringmaster::security::TlsOptions tls;
@@ -222,6 +222,7 @@ int main(int argc, char** argv) {
     return v ? std::optional<std::string>(v) : std::nullopt;
   });
   ra::GrpcCoordinatorLink link(*std::move(channel), join_token->value_or(std::string()));
+  link.set_target({flags["--coordinator"], insecure_loopback, "--coordinator"});
   ra::AgentOptions aopts;
   aopts.inventory = *inv;
   ra::Agent agent(aopts, &link, &ranks, [] { return absl::Now(); });

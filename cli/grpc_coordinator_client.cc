@@ -1,6 +1,7 @@
 #include "cli/grpc_coordinator_client.h"
 
 #include <atomic>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -27,6 +28,13 @@ struct GrpcCoordinatorClient::Impl {
   std::unique_ptr<v1::Coordinator::Stub> stub;
   std::string token;
   absl::Duration timeout;
+  std::optional<CoordinatorTarget> target;
+
+  // A call's error, explained when it is a transport failure (common/connect_error.h).
+  absl::Status Error(const grpc::Status& s) const {
+    absl::Status a = FromGrpc(s);
+    return target.has_value() ? ExplainCoordinatorError(a, *target) : a;
+  }
 
   // The deadline and the token of a unary call.
   void Prepare(grpc::ClientContext* ctx) const {
@@ -47,6 +55,10 @@ GrpcCoordinatorClient::GrpcCoordinatorClient(std::shared_ptr<grpc::Channel> chan
 
 GrpcCoordinatorClient::~GrpcCoordinatorClient() = default;
 
+void GrpcCoordinatorClient::set_target(CoordinatorTarget target) {
+  impl_->target = std::move(target);
+}
+
 bool GrpcCoordinatorClient::WaitForConnected(absl::Duration timeout) {
   return impl_->channel->WaitForConnected(
       std::chrono::system_clock::now() +
@@ -58,7 +70,7 @@ absl::StatusOr<v1::SubmitJobResponse> GrpcCoordinatorClient::SubmitJob(
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
   v1::SubmitJobResponse resp;
-  if (grpc::Status s = impl_->stub->SubmitJob(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
+  if (grpc::Status s = impl_->stub->SubmitJob(&ctx, req, &resp); !s.ok()) return impl_->Error(s);
   return resp;
 }
 
@@ -68,7 +80,7 @@ absl::StatusOr<v1::JobStatus> GrpcCoordinatorClient::GetJob(const std::string& j
   v1::GetJobRequest req;
   req.set_job_id(job_id);
   v1::JobStatus resp;
-  if (grpc::Status s = impl_->stub->GetJob(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
+  if (grpc::Status s = impl_->stub->GetJob(&ctx, req, &resp); !s.ok()) return impl_->Error(s);
   return resp;
 }
 
@@ -77,7 +89,7 @@ absl::StatusOr<v1::ListJobsResponse> GrpcCoordinatorClient::ListJobs(
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
   v1::ListJobsResponse resp;
-  if (grpc::Status s = impl_->stub->ListJobs(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
+  if (grpc::Status s = impl_->stub->ListJobs(&ctx, req, &resp); !s.ok()) return impl_->Error(s);
   return resp;
 }
 
@@ -89,7 +101,7 @@ absl::StatusOr<v1::JobStatus> GrpcCoordinatorClient::CancelJob(const std::string
   req.set_job_id(job_id);
   req.set_reason(reason);
   v1::JobStatus resp;
-  if (grpc::Status s = impl_->stub->CancelJob(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
+  if (grpc::Status s = impl_->stub->CancelJob(&ctx, req, &resp); !s.ok()) return impl_->Error(s);
   return resp;
 }
 
@@ -98,7 +110,7 @@ absl::StatusOr<v1::ListNodesResponse> GrpcCoordinatorClient::ListNodes() {
   impl_->Prepare(&ctx);
   v1::ListNodesResponse resp;
   if (grpc::Status s = impl_->stub->ListNodes(&ctx, v1::ListNodesRequest(), &resp); !s.ok()) {
-    return FromGrpc(s);
+    return impl_->Error(s);
   }
   return resp;
 }
@@ -107,7 +119,7 @@ absl::StatusOr<v1::GetLogsResponse> GrpcCoordinatorClient::GetLogs(const v1::Get
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx);
   v1::GetLogsResponse resp;
-  if (grpc::Status s = impl_->stub->GetLogs(&ctx, req, &resp); !s.ok()) return FromGrpc(s);
+  if (grpc::Status s = impl_->stub->GetLogs(&ctx, req, &resp); !s.ok()) return impl_->Error(s);
   return resp;
 }
 
@@ -145,7 +157,7 @@ absl::Status GrpcCoordinatorClient::WatchJob(
     if (cancelled()) return absl::CancelledError("interrupted");
     if (terminal) return absl::OkStatus();
     if (s.error_code() != grpc::StatusCode::UNIMPLEMENTED || any) {
-      return s.ok() ? absl::UnavailableError("WatchJob ended before the job did") : FromGrpc(s);
+      return s.ok() ? absl::UnavailableError("WatchJob ended before the job did") : impl_->Error(s);
     }
   }
   // The server has no WatchJob: poll.

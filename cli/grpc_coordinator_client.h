@@ -7,6 +7,7 @@
 
 #include "absl/time/time.h"
 #include "cli/coordinator_client.h"
+#include "common/connect_error.h"
 
 namespace grpc {
 class Channel;
@@ -22,6 +23,10 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
   GrpcCoordinatorClient(std::shared_ptr<grpc::Channel> channel, std::string token,
                         absl::Duration rpc_timeout = absl::Seconds(15));
   ~GrpcCoordinatorClient() override;
+
+  // Where the channel points: transport failures then say what is wrong and which flag fixes
+  // it (common/connect_error.h) instead of gRPC's text alone.
+  void set_target(CoordinatorTarget target);
 
   // Waits until the channel connects (or `timeout` passes).
   bool WaitForConnected(absl::Duration timeout);

@@ -1,13 +1,10 @@
 // ringmaster: the command line for a Ringmaster cluster.
 //
-//   ringmaster --coordinator HOST:PORT submit JOB.yaml [--follow]
-//   ringmaster --coordinator HOST:PORT status JOB | list | cancel JOB | nodes
-//   ringmaster --coordinator HOST:PORT logs JOB --rank N [--bytes B]   (the end of a rank's log)
-//   ringmaster local [JOB.yaml] [--nodes N] [--procs-per-node M] [--trainer PATH] [--keep]
-//       (--nodes / --procs-per-node override the job's distributed.nodes / procs_per_node)
-//       [--metrics-port BASE]   (/metrics: coordinator on BASE, agent i on BASE+1+i)
-//       [--gpus SPEC]           (each agent's GPU inventory, as agent --inventory-override)
-//       without JOB.yaml: the embedded demo job, its data generated under ./runs/demo
+//   ringmaster submit JOB.yaml [--follow] | status JOB | list | cancel JOB | nodes
+//   ringmaster logs JOB --rank N [--bytes B]   (the end of a rank's log)
+//   ringmaster local [JOB.yaml] [--nodes N] [--procs-per-node M] ...
+//   ringmaster --help | COMMAND --help | --version
+// Flags anywhere, --flag VALUE or --flag=VALUE (common/flags.h); DefineFlags lists them all.
 //
 // --coordinator defaults to $RINGMASTER_COORDINATOR, else 127.0.0.1:7070.
 //
@@ -32,6 +29,7 @@
 #include "cli/commands.h"
 #include "cli/grpc_coordinator_client.h"
 #include "cli/local_cluster.h"
+#include "common/flags.h"
 #include "security/secret.h"
 #include "security/tls_credentials.h"
 
@@ -40,40 +38,68 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr char kUsage[] =
-    "usage:\n"
-    "  ringmaster [--coordinator HOST:PORT] submit JOB.yaml [--follow]\n"
-    "  ringmaster [--coordinator HOST:PORT] status JOB\n"
-    "  ringmaster [--coordinator HOST:PORT] list\n"
-    "  ringmaster [--coordinator HOST:PORT] cancel JOB\n"
-    "  ringmaster [--coordinator HOST:PORT] nodes\n"
-    "  ringmaster [--coordinator HOST:PORT] logs JOB --rank N [--bytes B]\n"
-    "  ringmaster local [JOB.yaml] [--nodes N] [--procs-per-node M] [--trainer PATH]\n"
-    "             (default: the job's distributed.nodes and procs_per_node)\n"
-    "             [--coordinator-binary PATH] [--agent-binary PATH] [--keep]\n"
-    "             [--metrics-port BASE]   (/metrics: coordinator BASE, agent i BASE+1+i)\n"
-    "             [--gpus 'NxNAME:sm_XY:MEMGiB']   (each agent's GPUs; default none)\n"
-    "      without JOB.yaml: the embedded demo job (data generated under ./runs/demo)\n"
-    "--coordinator defaults to $RINGMASTER_COORDINATOR, else 127.0.0.1:7070.\n"
-    "global security flags (before the command):\n"
-    "  --tls-ca FILE        CA the coordinator's certificate chains to ($RINGMASTER_TLS_CA;\n"
-    "                       default: the system's roots)\n"
-    "  --tls-cert FILE --tls-key FILE   client certificate for mutual TLS\n"
-    "                       ($RINGMASTER_TLS_CERT, $RINGMASTER_TLS_KEY)\n"
-    "  --tls-server-name NAME   the name in the coordinator's certificate, when --coordinator\n"
-    "                       reaches it by another name or an address\n"
-    "                       ($RINGMASTER_TLS_SERVER_NAME)\n"
-    "  --token-file FILE    the submit token ($RINGMASTER_TOKEN_FILE, or the token itself in\n"
-    "                       $RINGMASTER_TOKEN)\n"
-    "  --insecure-loopback  plaintext, only to a loopback coordinator\n"
-    "                       ($RINGMASTER_INSECURE_LOOPBACK=1)\n";
-
 std::atomic<bool> g_interrupted{false};
 void OnSignal(int) { g_interrupted.store(true); }
 
-int Usage(const std::string& why) {
-  std::fprintf(stderr, "ringmaster: %s\n%s", why.c_str(), kUsage);
-  return 2;
+// The flags of every command, in one parser (common/flags.h): --help lists them all.
+struct Options {
+  std::string coordinator;
+  ringmaster::security::TlsOptions tls;
+  bool insecure_loopback = false;
+  std::string token_file;
+  bool follow = false;
+  bool keep = false;
+};
+
+void DefineFlags(ringmaster::FlagSet& f, Options* o) {
+  f.AddCommand("submit", "JOB.yaml", "Submits a job to the coordinator and prints its id.");
+  f.AddCommand("status", "JOB", "One job's state, progress and ranks.");
+  f.AddCommand("list", "", "Every job the coordinator knows.");
+  f.AddCommand("cancel", "JOB", "Stops a job's ranks; it ends Cancelled.");
+  f.AddCommand("nodes", "", "The agents registered with the coordinator and their GPUs.");
+  f.AddCommand("logs", "JOB --rank N", "The end of one rank's log, fetched from its node.");
+  f.AddCommand("local", "[JOB.yaml]",
+               "Runs a job on this machine: a coordinator, agents and trainers, then stops them.",
+               "Without JOB.yaml: the embedded demo job (data generated under ./runs/demo).");
+  f.Switch("--follow", &o->follow, "print the job's progress until it ends", {"submit"});
+  f.Value("--rank", "N", nullptr, "required", "the rank whose log to show", {"logs"});
+  f.Value("--bytes", "B", nullptr, "65536 (the coordinator's)",
+          "at most this many bytes from the log's end, 1..1048576", {"logs"});
+  f.Value("--nodes", "N", nullptr, "the job's distributed.nodes",
+          "agents to start (overrides the job's value)", {"local"});
+  f.Value("--procs-per-node", "M", nullptr, "the job's distributed.procs_per_node",
+          "trainer ranks per agent (overrides the job's value)", {"local"});
+  f.Value("--trainer", "PATH", nullptr, "ringmaster-trainer beside this binary",
+          "the trainer binary", {"local"});
+  f.Value("--coordinator-binary", "PATH", nullptr, "ringmaster-coordinator beside this binary",
+          "the coordinator binary", {"local"});
+  f.Value("--agent-binary", "PATH", nullptr, "ringmaster-agent beside this binary",
+          "the agent binary", {"local"});
+  f.Switch("--keep", &o->keep, "keep the cluster's scratch directory (database, logs)", {"local"});
+  f.Value("--metrics-port", "BASE", nullptr, "0 (no /metrics)",
+          "/metrics: the coordinator on BASE, agent i on BASE+1+i", {"local"});
+  f.Value("--gpus", "'NxNAME:sm_XY:MEMGiB'", nullptr, "none",
+          "each agent's GPU inventory, as ringmaster-agent --inventory-override", {"local"});
+  f.Value("--coordinator", "HOST:PORT", &o->coordinator,
+          "$RINGMASTER_COORDINATOR, else 127.0.0.1:7070", "the coordinator to talk to");
+  f.Value("--tls-ca", "FILE", &o->tls.ca_file, "$RINGMASTER_TLS_CA, else the system's roots",
+          "CA the coordinator's certificate chains to");
+  f.Value("--tls-cert", "FILE", &o->tls.cert_file, "$RINGMASTER_TLS_CERT, else none",
+          "client certificate for mutual TLS (with --tls-key)");
+  f.Value("--tls-key", "FILE", &o->tls.key_file, "$RINGMASTER_TLS_KEY, else none",
+          "the client certificate's private key");
+  f.Value("--tls-server-name", "NAME", &o->tls.server_name,
+          "$RINGMASTER_TLS_SERVER_NAME, else the --coordinator host",
+          "the name in the coordinator's certificate, when --coordinator reaches it by\n"
+          "another name or an address");
+  f.Value("--token-file", "FILE", &o->token_file,
+          "$RINGMASTER_TOKEN_FILE, else the token itself in $RINGMASTER_TOKEN, else none",
+          "the submit token");
+  f.Switch("--insecure-loopback", &o->insecure_loopback,
+           "plaintext, only to a loopback coordinator ($RINGMASTER_INSECURE_LOOPBACK=1)");
+  f.SetNotes(
+      "TLS by default (docs/operations.md, Security). `ringmaster local` starts its own\n"
+      "coordinator on loopback and ignores the global flags.");
 }
 
 // The directory of this binary.
@@ -102,75 +128,34 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  std::string coordinator;
-  if (const char* e = std::getenv("RINGMASTER_COORDINATOR")) coordinator = e;
-  if (coordinator.empty()) coordinator = "127.0.0.1:7070";
-  ringmaster::security::TlsOptions tls;
-  tls.ca_file = EnvOr("RINGMASTER_TLS_CA", "");
-  tls.cert_file = EnvOr("RINGMASTER_TLS_CERT", "");
-  tls.key_file = EnvOr("RINGMASTER_TLS_KEY", "");
-  tls.server_name = EnvOr("RINGMASTER_TLS_SERVER_NAME", "");
-  bool insecure_loopback = EnvOr("RINGMASTER_INSECURE_LOOPBACK", "0") == "1";
-  std::string token_file = EnvOr("RINGMASTER_TOKEN_FILE", "");
-  // Global flags come before the command: "--flag VALUE" or "--flag=VALUE".
-  const std::map<std::string, std::string*> global_valued = {
-      {"--coordinator", &coordinator},         {"--tls-ca", &tls.ca_file},
-      {"--tls-cert", &tls.cert_file},          {"--tls-key", &tls.key_file},
-      {"--tls-server-name", &tls.server_name}, {"--token-file", &token_file}};
-  size_t i = 0;
-  while (i < args.size() && args[i].rfind("--", 0) == 0) {
-    if (args[i] == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (args[i] == "--insecure-loopback") {
-      insecure_loopback = true;
-      ++i;
-      continue;
-    }
-    const size_t eq = args[i].find('=');
-    auto flag = global_valued.find(args[i].substr(0, eq));
-    if (flag == global_valued.end()) {
-      return Usage(absl::StrCat("unknown argument '", args[i], "'"));
-    }
-    if (eq != std::string::npos) {
-      *flag->second = args[i].substr(eq + 1);
-      ++i;
-    } else if (i + 1 < args.size()) {
-      *flag->second = args[i + 1];
-      i += 2;
-    } else {
-      return Usage(absl::StrCat(args[i], " needs a value"));
-    }
-  }
-  if (i >= args.size()) return Usage("no command");
-  const std::string cmd = args[i++];
-  // The command's positional arguments and flags.
-  std::vector<std::string> pos;
-  std::map<std::string, std::string> flags;
-  std::vector<std::string> switches;
-  static const std::vector<std::string> kValued = {
-      "--rank",           "--bytes",        "--nodes",
-      "--procs-per-node", "--trainer",      "--coordinator-binary",
-      "--agent-binary",   "--metrics-port", "--gpus"};
-  static const std::vector<std::string> kSwitches = {"--follow", "--keep"};
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a.rfind("--", 0) != 0) {
-      pos.push_back(a);
-    } else if (std::find(kSwitches.begin(), kSwitches.end(), a) != kSwitches.end()) {
-      switches.push_back(a);
-    } else if (std::find(kValued.begin(), kValued.end(), a) != kValued.end()) {
-      if (i + 1 >= args.size()) return Usage(absl::StrCat(a, " needs a value"));
-      flags[a] = args[++i];
-    } else {
-      return Usage(absl::StrCat("unknown argument '", a, "'"));
-    }
-  }
-  auto has = [&](const char* s) {
-    return std::find(switches.begin(), switches.end(), s) != switches.end();
+  // gRPC's own log lines (an OpenSSL "wrong version number") would precede the explanation
+  // this binary prints (common/connect_error.h); GRPC_VERBOSITY=ERROR brings them back.
+  ::setenv("GRPC_VERBOSITY", "NONE", /*overwrite=*/0);
+  Options opts;
+  opts.coordinator = EnvOr("RINGMASTER_COORDINATOR", "127.0.0.1:7070");
+  opts.tls.ca_file = EnvOr("RINGMASTER_TLS_CA", "");
+  opts.tls.cert_file = EnvOr("RINGMASTER_TLS_CERT", "");
+  opts.tls.key_file = EnvOr("RINGMASTER_TLS_KEY", "");
+  opts.tls.server_name = EnvOr("RINGMASTER_TLS_SERVER_NAME", "");
+  opts.insecure_loopback = EnvOr("RINGMASTER_INSECURE_LOOPBACK", "0") == "1";
+  opts.token_file = EnvOr("RINGMASTER_TOKEN_FILE", "");
+  ringmaster::FlagSet fs("ringmaster", "the command line for a Ringmaster cluster");
+  DefineFlags(fs, &opts);
+  if (std::optional<int> exit_code = fs.ParseOrExit(argc, argv)) return *exit_code;
+  auto Usage = [&](const std::string& why) {
+    std::fprintf(stderr, "ringmaster %s: %s\n%s\n", fs.command().c_str(), why.c_str(),
+                 fs.UsageHint().c_str());
+    return 2;
   };
+  const std::string cmd = fs.command();
+  const std::vector<std::string>& pos = fs.positional();
+  std::map<std::string, std::string> flags;
+  for (const char* name : {"--rank", "--bytes", "--nodes", "--procs-per-node", "--trainer",
+                           "--coordinator-binary", "--agent-binary", "--metrics-port", "--gpus"}) {
+    if (std::optional<std::string> v = fs.value(name)) flags[name] = *v;
+  }
+  const std::string& coordinator = opts.coordinator;
+  const bool insecure_loopback = opts.insecure_loopback;
 
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -216,7 +201,7 @@ int main(int argc, char** argv) {
                                                 : FindSibling("ringmaster-agent", "agent");
     std::error_code ec;
     o.trainer = fs::absolute(o.trainer, ec).string();
-    o.keep_dir = has("--keep");
+    o.keep_dir = opts.keep;
     if (flags.count("--gpus")) o.gpus = flags["--gpus"];
     if (flags.count("--metrics-port") &&
         (!absl::SimpleAtoi(flags["--metrics-port"], &o.metrics_port) || o.metrics_port < 0 ||
@@ -227,21 +212,22 @@ int main(int argc, char** argv) {
   }
 
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-      ringmaster::security::ControlPlaneChannel(coordinator, tls, insecure_loopback);
+      ringmaster::security::ControlPlaneChannel(coordinator, opts.tls, insecure_loopback);
   if (!channel.ok()) {
     std::fprintf(stderr, "ringmaster: %s\n", std::string(channel.status().message()).c_str());
     return 2;
   }
   absl::StatusOr<std::optional<std::string>> token =
-      ringmaster::security::ReadSecret("submit token", token_file, "RINGMASTER_TOKEN");
+      ringmaster::security::ReadSecret("submit token", opts.token_file, "RINGMASTER_TOKEN");
   if (!token.ok()) {
     std::fprintf(stderr, "ringmaster: %s\n", std::string(token.status().message()).c_str());
     return 2;
   }
   rc::GrpcCoordinatorClient client(*std::move(channel), token->value_or(std::string()));
+  client.set_target({coordinator, insecure_loopback, "--coordinator (or $RINGMASTER_COORDINATOR)"});
   if (cmd == "submit") {
     if (pos.size() != 1) return Usage("submit needs one JOB.yaml");
-    return rc::CmdSubmit(client, pos[0], has("--follow"), io);
+    return rc::CmdSubmit(client, pos[0], opts.follow, io);
   }
   if (cmd == "status" || cmd == "cancel") {
     if (pos.size() != 1) return Usage(absl::StrCat(cmd, " needs a job id"));
@@ -264,5 +250,5 @@ int main(int argc, char** argv) {
     }
     return rc::CmdLogs(client, pos[0], rank, static_cast<uint32_t>(bytes), io);
   }
-  return Usage(absl::StrCat("unknown command '", cmd, "'"));
+  return Usage(absl::StrCat("unknown command '", cmd, "'"));  // FlagSet knows them all
 }

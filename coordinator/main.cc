@@ -1,6 +1,6 @@
 // ringmaster-coordinator: the control plane's server (coordinator.proto, agent.proto).
 //
-//   ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]
+//   ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]   (--help: all)
 //       [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]
 //       [--stall-after 10s] [--metrics-listen HOST:PORT]
 //       (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure-loopback)
@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/log_escape.h"
 #include "coordinator/cluster/cluster.h"
@@ -44,15 +45,6 @@ namespace {
 using ringmaster::LogError;
 using ringmaster::LogInfo;
 using ringmaster::LogWarning;
-
-constexpr char kUsage[] =
-    "usage: ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]\n"
-    "         [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]\n"
-    "         [--stall-after 10s] [--metrics-listen HOST:PORT]\n"
-    "         (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure-loopback)\n"
-    "         [--join-token-file FILE] [--submit-token-file FILE]\n"
-    "Tokens default to $RINGMASTER_JOIN_TOKEN and $RINGMASTER_SUBMIT_TOKEN. Plaintext\n"
-    "(--insecure-loopback) only on a loopback --listen address.\n";
 
 struct Flags {
   std::string listen;
@@ -79,63 +71,64 @@ bool ParseDurationFlag(std::string_view name, const char* value, absl::Duration*
   return true;
 }
 
-// 0: parsed; otherwise the exit code.
+// 0: parsed; otherwise the exit code (-1: --help or --version, exit 0).
 int ParseFlags(int argc, char** argv, Flags* f) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return -1;
-    }
-    if (arg == "--insecure-loopback") {
-      f->insecure_loopback = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "ringmaster-coordinator: %s needs a value\n%s", argv[i], kUsage);
-      return 2;
-    }
-    const char* v = argv[++i];
-    bool ok = true;
-    if (arg == "--listen") {
-      f->listen = v;
-    } else if (arg == "--db") {
-      f->db = v;
-    } else if (arg == "--advertise") {
-      f->advertise = v;
-    } else if (arg == "--lost-after") {
-      ok = ParseDurationFlag(arg, v, &f->lost_after);
-    } else if (arg == "--last-call") {
-      ok = ParseDurationFlag(arg, v, &f->last_call);
-    } else if (arg == "--join-timeout") {
-      ok = ParseDurationFlag(arg, v, &f->join_timeout);
-    } else if (arg == "--stall-after") {
-      ok = ParseDurationFlag(arg, v, &f->stall_after);
-    } else if (arg == "--metrics-listen") {
-      f->metrics_listen = v;
-    } else if (arg == "--tls-cert") {
-      f->tls.cert_file = v;
-    } else if (arg == "--tls-key") {
-      f->tls.key_file = v;
-    } else if (arg == "--tls-client-ca") {
-      f->tls.ca_file = v;
-    } else if (arg == "--join-token-file") {
-      f->join_token_file = v;
-    } else if (arg == "--submit-token-file") {
-      f->submit_token_file = v;
-    } else if (arg == "--master-port") {
-      ok = absl::SimpleAtoi(v, &f->master_port) && f->master_port > 0 && f->master_port < 65536;
-      if (!ok) std::fprintf(stderr, "ringmaster-coordinator: --master-port: bad port '%s'\n", v);
-    } else {
-      std::fprintf(stderr, "ringmaster-coordinator: unknown flag %s\n%s", argv[i - 1], kUsage);
-      return 2;
-    }
-    if (!ok) return 2;
+  ringmaster::FlagSet fs("ringmaster-coordinator",
+                         "the control plane's server: jobs, nodes, rendezvous, plans");
+  std::string lost_after = "10s", last_call = "5s", join_timeout = "300s", stall_after = "10s";
+  std::string master_port = "29500";
+  fs.Value("--listen", "HOST:PORT", &f->listen, "required", "the gRPC address to serve on");
+  fs.Value("--db", "PATH", &f->db, "required",
+           "the SQLite job database (created when absent; survives restarts)");
+  fs.Value("--advertise", "HOST:PORT", &f->advertise, "--listen",
+           "the address ranks are told to reach the coordinator at (RINGMASTER_COORDINATOR)");
+  fs.Value("--lost-after", "DURATION", &lost_after, lost_after,
+           "a node silent this long is Lost and its ranks are rescheduled");
+  fs.Value("--last-call", "DURATION", &last_call, last_call,
+           "how long a rendezvous waits for late ranks once enough have joined");
+  fs.Value("--join-timeout", "DURATION", &join_timeout, join_timeout,
+           "how long a rendezvous waits for all ranks before the attempt fails");
+  fs.Value("--master-port", "PORT", &master_port, master_port,
+           "MASTER_PORT given to ranks (rank 0's rendezvous port)");
+  fs.Value("--stall-after", "DURATION", &stall_after, stall_after,
+           "ranks waiting this long in a collective others have not entered are named in\n"
+           "the job's status (docs/control-plane.md)");
+  fs.Value("--metrics-listen", "HOST:PORT", &f->metrics_listen, "none (no /metrics)",
+           "serves Prometheus' /metrics there; port 0 picks a free one (logged)");
+  fs.Value("--tls-cert", "FILE", &f->tls.cert_file, "none", "the server certificate (TLS)");
+  fs.Value("--tls-key", "FILE", &f->tls.key_file, "none", "its private key");
+  fs.Value("--tls-client-ca", "FILE", &f->tls.ca_file, "none (no client certificates)",
+           "requires client certificates chaining to this CA (mutual TLS)");
+  fs.Switch("--insecure-loopback", &f->insecure_loopback,
+            "plaintext instead of TLS; only with a loopback --listen");
+  fs.Value("--join-token-file", "FILE", &f->join_token_file, "$RINGMASTER_JOIN_TOKEN, else none",
+           "the token agents must present to register");
+  fs.Value("--submit-token-file", "FILE", &f->submit_token_file,
+           "$RINGMASTER_SUBMIT_TOKEN, else none",
+           "the token the CLI must present to submit/cancel");
+  fs.SetNotes(
+      "Either --tls-cert and --tls-key, or --insecure-loopback. Stops on SIGINT / SIGTERM.");
+  if (std::optional<int> exit_code = fs.ParseOrExit(argc, argv)) return *exit_code == 0 ? -1 : 2;
+  auto usage_error = [&](const std::string& msg) {
+    std::fprintf(stderr, "ringmaster-coordinator: %s\n%s\n", msg.c_str(), fs.UsageHint().c_str());
+    return 2;
+  };
+  if (!fs.positional().empty()) {
+    return usage_error(absl::StrCat("unexpected argument '", fs.positional()[0], "'"));
   }
-  if (f->listen.empty() || f->db.empty()) {
-    std::fprintf(stderr, "ringmaster-coordinator: --listen and --db are required\n%s", kUsage);
+  if (!ParseDurationFlag("--lost-after", lost_after.c_str(), &f->lost_after) ||
+      !ParseDurationFlag("--last-call", last_call.c_str(), &f->last_call) ||
+      !ParseDurationFlag("--join-timeout", join_timeout.c_str(), &f->join_timeout) ||
+      !ParseDurationFlag("--stall-after", stall_after.c_str(), &f->stall_after)) {
     return 2;
   }
+  if (!absl::SimpleAtoi(master_port, &f->master_port) || f->master_port <= 0 ||
+      f->master_port >= 65536) {
+    std::fprintf(stderr, "ringmaster-coordinator: --master-port: bad port '%s'\n",
+                 master_port.c_str());
+    return 2;
+  }
+  if (f->listen.empty() || f->db.empty()) return usage_error("--listen and --db are required");
   if (f->lost_after <= absl::ZeroDuration() || f->join_timeout <= absl::ZeroDuration() ||
       f->stall_after <= absl::ZeroDuration()) {
     std::fprintf(stderr,

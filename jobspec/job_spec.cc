@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "jobspec/key_suggestion.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
@@ -273,9 +274,22 @@ class MapReader {
       std::initializer_list<std::pair<absl::string_view, absl::string_view>> hints = {}) {
     for (const Entry& e : entries_) {
       if (e.used) continue;
-      std::string msg = absl::StrCat("unknown key '", JoinPath(path_, e.key), "'");
+      const std::string path = JoinPath(path_, e.key);
+      std::string msg = absl::StrCat("unknown key '", path, "'");
+      bool hinted = false;
       for (const auto& [key, hint] : hints) {
-        if (e.key == key) absl::StrAppend(&msg, " (", hint, ")");
+        if (e.key == key) {
+          absl::StrAppend(&msg, " (", hint, ")");
+          hinted = true;
+        }
+      }
+      if (!hinted) {
+        // Function-local static: taking the known keys parses a spec with no unknown key, so
+        // this is never reached from inside its own initialisation.
+        static const std::vector<std::string> known = JobSpecKnownKeys();
+        if (std::optional<std::string> near = jobspec::SuggestJobKey(path, known)) {
+          absl::StrAppend(&msg, "; did you mean '", *near, "'?");
+        }
       }
       errors_.Add(&e.key_mark, msg);
     }

@@ -145,9 +145,9 @@ TEST(JobSpecTest, DefaultsWhenOmitted) {
 
 TEST(JobSpecTest, UnknownKeyNamesPathAndPosition) {
   std::string e = ErrorOf(std::string(kMinimal) + "train:\n  lrr: 0.1\n");
-  EXPECT_EQ(e, "job.yaml:8:3: unknown key 'train.lrr'");
+  EXPECT_EQ(e, "job.yaml:8:3: unknown key 'train.lrr'; did you mean 'train.lr'?");
   EXPECT_THAT(ErrorOf(std::string(kMinimal) + "trian:\n  lr: 0.1\n"),
-              HasSubstr("job.yaml:7:1: unknown key 'trian'"));
+              HasSubstr("job.yaml:7:1: unknown key 'trian'; did you mean 'train'?"));
   EXPECT_THAT(ErrorOf(std::string(kMinimal) + "distributed:\n  node: 2\n"),
               HasSubstr("job.yaml:8:3: unknown key 'distributed.node'"));
   EXPECT_THAT(ErrorOf(std::string(kMinimal) + "train:\n  adam_beta1: 0.8\n"),

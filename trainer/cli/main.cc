@@ -17,12 +17,14 @@
 #include "absl/strings/str_format.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/metrics_server.h"
 #include "common/rank_status.h"
 #include "common/status_macros.h"
 #include "jobspec/default_job.h"
 #include "jobspec/job_spec.h"
+#include "jobspec/model_source.h"
 #include "jobspec/precision_policy.h"
 #include "trainer/data/sentiment_gen.h"
 #if RINGMASTER_HAVE_NCCL
@@ -47,19 +49,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr char kUsage[] =
-    "usage:\n"
-    "  ringmaster-trainer train [--config JOB.yaml] [--device cpu|cuda] [--metrics-port N]\n"
-    "                           [--resume | --overwrite]\n"
-    "      without --config: the embedded demo job (generates its data under runs/demo)\n"
-    "      --resume: train.resume force (resume even though settings changed);\n"
-    "      --overwrite: train.resume never (start over, removing the previous run's output)\n"
-    "  ringmaster-trainer predict --model DIR --input FILE.tsv [--output FILE] [--max-len N]\n"
-    "  ringmaster-trainer tokenize --vocab FILE [--max-len N] [--cased]\n"
-    "  ringmaster-trainer gen-data --out DIR [--train N] [--dev N] [--seed S]\n"
-    "  ringmaster-trainer print-default-job\n"
-    "  ringmaster-trainer probe [--seconds S]   training throughput here, one JSON line\n";
-
 std::atomic<bool> g_stop{false};
 // Until the training loop runs, there is nothing to checkpoint and the rendezvous may block for
 // the collective timeout: SIGTERM / SIGINT end the process at once (143, as after a checkpoint).
@@ -70,40 +59,56 @@ void OnSignal(int) {
   g_stop.store(true);
 }
 
-// --flag value pairs and bare --switches.
+// The flags given to the command: values by name, switches that are on.
 struct Args {
   std::map<std::string, std::string> values;
   std::vector<std::string> switches;
 };
 
-absl::StatusOr<Args> ParseArgs(int argc, char** argv, int first,
-                               const std::vector<std::string>& with_value,
-                               const std::vector<std::string>& bare) {
-  Args a;
-  for (int i = first; i < argc; ++i) {
-    std::string f = argv[i];
-    std::string v;
-    const size_t eq = f.find('=');
-    bool has_inline = false;
-    if (eq != std::string::npos) {
-      v = f.substr(eq + 1);
-      f = f.substr(0, eq);
-      has_inline = true;
-    }
-    if (std::find(bare.begin(), bare.end(), f) != bare.end() && !has_inline) {
-      a.switches.push_back(f);
-      continue;
-    }
-    if (std::find(with_value.begin(), with_value.end(), f) == with_value.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", f, "'"));
-    }
-    if (!has_inline) {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(f, " needs a value"));
-      v = argv[++i];
-    }
-    a.values[f] = v;
-  }
-  return a;
+// Every command and flag, in the parser every binary uses (common/flags.h).
+void DefineFlags(ringmaster::FlagSet& f) {
+  f.AddCommand("train", "",
+               "Trains a job: one process, or one rank of many under the torchrun environment\n"
+               "(RANK, WORLD_SIZE, MASTER_ADDR, ...).",
+               "Without --config: the embedded demo job (generates its data under runs/demo).");
+  f.AddCommand("predict", "--model DIR --input FILE.tsv",
+               "Classifies sentences: one line per input row, the predicted label id, then one\n"
+               "column per logit (TSV).");
+  f.AddCommand("tokenize", "--vocab FILE",
+               "Prints the WordPiece ids ([CLS] ... [SEP]) of each stdin line.");
+  f.AddCommand("gen-data", "--out DIR", "Writes the synthetic sentiment dataset the demo uses.");
+  f.AddCommand("print-default-job", "", "Prints the embedded demo job's YAML.");
+  f.AddCommand("probe", "", "Measures training throughput here; prints one JSON line.");
+  f.Value("--config", "JOB.yaml", nullptr, "the embedded demo job", "the job to train", {"train"});
+  f.Value("--device", "cpu|cuda|auto", nullptr, "the job's train.device (or the plan's)",
+          "the engine", {"train"});
+  f.Value("--metrics-port", "N", nullptr, "$RINGMASTER_METRICS_PORT + LOCAL_RANK, else none",
+          "serves /metrics on this port (0: a free one, logged)", {"train"});
+  f.Switch("--resume", nullptr,
+           "train.resume: force (resume from the newest checkpoint even though settings\n"
+           "changed)",
+           {"train"});
+  f.Switch("--overwrite", nullptr,
+           "train.resume: never (start over, removing the previous run's output)", {"train"});
+  f.Value("--model", "DIR", nullptr, "required", "a Hugging Face model directory (a run's final/)",
+          {"predict"});
+  f.Value("--input", "FILE.tsv", nullptr, "required", "sentences, TSV with a header line",
+          {"predict"});
+  f.Value("--output", "FILE", nullptr, "stdout", "where the predictions go", {"predict"});
+  f.Value("--max-len", "N", nullptr, "128", "tokens per row, [CLS] and [SEP] included (>= 2)",
+          {"predict"});
+  f.Value("--vocab", "FILE", nullptr, "required", "a WordPiece vocab.txt", {"tokenize"});
+  f.Value("--max-len", "N", nullptr, "512", "tokens per line, [CLS] and [SEP] included (>= 2)",
+          {"tokenize"});
+  f.Switch("--cased", nullptr, "keep case and accents (default: lower-case, strip accents)",
+           {"tokenize"});
+  f.Value("--out", "DIR", nullptr, "required", "where train.tsv, dev.tsv and vocab.txt go",
+          {"gen-data"});
+  f.Value("--train", "N", nullptr, "8000", "training rows", {"gen-data"});
+  f.Value("--dev", "N", nullptr, "1000", "evaluation rows", {"gen-data"});
+  f.Value("--seed", "S", nullptr, "42", "the generator's seed", {"gen-data"});
+  f.Value("--seconds", "S", nullptr, "1.5", "measure for at least S seconds, in (0, 600]",
+          {"probe"});
 }
 
 absl::StatusOr<int> IntFlag(const Args& a, const std::string& name, int def, int min) {
@@ -219,6 +224,7 @@ absl::Status Train(const Args& a) {
   if (cfg != a.values.end()) {
     absl::StatusOr<rt::JobSpec> loaded = rt::LoadJobSpec(cfg->second);
     RM_RETURN_IF_ERROR(BadJob(loaded.status()));
+    RM_RETURN_IF_ERROR(BadJob(ringmaster::jobspec::CheckInitFromDirectory(*loaded)));
     job = *std::move(loaded);
   } else {
     // The embedded demo: generate its data once, then train on it.
@@ -438,43 +444,39 @@ absl::Status Probe(const Args& a) {
 
 int main(int argc, char** argv) {
   ringmaster::SetLogProgramName("ringmaster-trainer");
-  if (argc < 2) {
-    std::fputs(kUsage, stderr);
+  ringmaster::FlagSet fs("ringmaster-trainer",
+                         "trains, evaluates and serves BERT sequence classifiers");
+  DefineFlags(fs);
+  if (std::optional<int> exit_code = fs.ParseOrExit(argc, argv)) return *exit_code;
+  const std::string cmd = fs.command();
+  if (!fs.positional().empty()) {
+    std::fprintf(stderr, "ringmaster-trainer %s: unexpected argument '%s'\n%s\n", cmd.c_str(),
+                 fs.positional()[0].c_str(), fs.UsageHint().c_str());
     return 2;
   }
-  const std::string cmd = argv[1];
-  absl::StatusOr<Args> args;
+  Args args;
+  for (const char* name :
+       {"--config", "--device", "--metrics-port", "--model", "--input", "--output", "--max-len",
+        "--vocab", "--out", "--train", "--dev", "--seed", "--seconds"}) {
+    if (std::optional<std::string> v = fs.value(name)) args.values[name] = *v;
+  }
+  for (const char* name : {"--resume", "--overwrite", "--cased"}) {
+    if (fs.value(name) == "true") args.switches.push_back(name);
+  }
   absl::Status s;
   if (cmd == "train") {
-    args = ParseArgs(argc, argv, 2, {"--config", "--device", "--metrics-port"},
-                     {"--resume", "--overwrite"});
-    if (args.ok()) s = Train(*args);
+    s = Train(args);
   } else if (cmd == "predict") {
-    args = ParseArgs(argc, argv, 2, {"--model", "--input", "--output", "--max-len"}, {});
-    if (args.ok()) s = Predict(*args);
+    s = Predict(args);
   } else if (cmd == "tokenize") {
-    args = ParseArgs(argc, argv, 2, {"--vocab", "--max-len"}, {"--cased"});
-    if (args.ok()) s = Tokenize(*args);
+    s = Tokenize(args);
   } else if (cmd == "gen-data") {
-    args = ParseArgs(argc, argv, 2, {"--out", "--train", "--dev", "--seed"}, {});
-    if (args.ok()) s = GenData(*args);
+    s = GenData(args);
   } else if (cmd == "probe") {
-    args = ParseArgs(argc, argv, 2, {"--seconds"}, {});
-    if (args.ok()) s = Probe(*args);
+    s = Probe(args);
   } else if (cmd == "print-default-job") {
     std::fputs(rt::DefaultDemoJobYaml().c_str(), stdout);
     return 0;
-  } else if (cmd == "-h" || cmd == "--help" || cmd == "help") {
-    std::fputs(kUsage, stdout);
-    return 0;
-  } else {
-    std::fprintf(stderr, "ringmaster-trainer: unknown command '%s'\n%s", cmd.c_str(), kUsage);
-    return 2;
-  }
-  if (!args.ok()) {
-    std::fprintf(stderr, "ringmaster-trainer %s: %s\n%s", cmd.c_str(),
-                 std::string(args.status().message()).c_str(), kUsage);
-    return 2;
   }
   if (!s.ok()) {
     std::fprintf(stderr, "ringmaster-trainer %s: error: %s\n", cmd.c_str(),

@@ -1,0 +1,40 @@
+#include "common/suggest.h"
+
+#include <algorithm>
+
+namespace ringmaster {
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  // d[i][j]: distance between a[0..i) and b[0..j); a swap of neighbours counts as one edit
+  // (the optimal-string-alignment variant), as typed typos usually are.
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+std::optional<std::string> NearestName(std::string_view name,
+                                       const std::vector<std::string>& candidates) {
+  const size_t limit = std::clamp<size_t>(name.size() / 3, 1, 3);
+  std::optional<std::string> best;
+  size_t best_distance = limit + 1;
+  for (const std::string& c : candidates) {
+    const size_t d = EditDistance(name, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+}  // namespace ringmaster
