@@ -4,7 +4,7 @@
 //   ringmaster-agent --coordinator HOST:PORT --trainer PATH --work-dir DIR [--name NAME]
 //                    [--rack LABEL] [--address ADDR]... [--inventory-override GPUS]
 //                    [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]
-//                    [--metrics-listen HOST:PORT]
+//                    [--metrics-listen HOST:PORT] [--metrics-insecure-public]
 //                    [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]
 //                    | --insecure-loopback  [--join-token-file FILE]
 //
@@ -20,6 +20,8 @@
 //
 // --allowed-root DIR (repeatable): every path a job names (data, model, output) must lie inside
 // one of these directories, symlinks followed (agent/path_policy.h); without it any path goes.
+// --metrics-listen on a non-loopback address needs --metrics-insecure-public: /metrics is
+// plaintext and unauthenticated.
 #include <signal.h>
 #include <unistd.h>
 
@@ -47,6 +49,7 @@
 #include "common/file_util.h"
 #include "common/log.h"
 #include "common/log_escape.h"
+#include "security/loopback.h"
 #include "security/secret.h"
 #include "security/tls_credentials.h"
 
@@ -61,7 +64,7 @@ constexpr char kUsage[] =
     "           [--name NAME] [--rack LABEL] [--address ADDR (repeatable)]\n"
     "           [--inventory-override 'COUNTxNAME:sm_XY:MEM[,...]' | none]\n"
     "           [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]\n"
-    "           [--metrics-listen HOST:PORT]\n"
+    "           [--metrics-listen HOST:PORT] [--metrics-insecure-public (a non-loopback HOST)]\n"
     "           [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]\n"
     "           | --insecure-loopback\n"
     "           [--join-token-file FILE]   (default: $RINGMASTER_JOIN_TOKEN)\n"
@@ -94,6 +97,7 @@ int main(int argc, char** argv) {
       "--tls-cert",       "--tls-key",    "--join-token-file",    "--allowed-root",
       "--tls-server-name"};
   bool insecure_loopback = false;
+  bool metrics_insecure_public = false;
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     if (f == "--help" || f == "-h") {
@@ -102,6 +106,10 @@ int main(int argc, char** argv) {
     }
     if (f == "--insecure-loopback") {
       insecure_loopback = true;
+      continue;
+    }
+    if (f == "--metrics-insecure-public") {
+      metrics_insecure_public = true;
       continue;
     }
     std::string v;
@@ -126,6 +134,15 @@ int main(int argc, char** argv) {
   }
   for (const char* required : {"--coordinator", "--trainer", "--work-dir"}) {
     if (!flags.count(required)) return Fail(absl::StrCat(required, " is required\n", kUsage));
+  }
+  // /metrics is plaintext and unauthenticated: beyond this machine only when asked for.
+  if (flags.count("--metrics-listen") && !metrics_insecure_public &&
+      !ringmaster::security::IsLoopbackAddress(flags["--metrics-listen"])) {
+    return Fail(absl::StrCat(
+        "--metrics-listen ", flags["--metrics-listen"],
+        ": not a loopback address, and /metrics is served in plaintext without authentication; "
+        "listen on 127.0.0.1, or add --metrics-insecure-public to serve it there anyway (and "
+        "firewall it to your Prometheus)"));
   }
   // Transport and join token before anything slow, so a misconfigured agent stops at once.
   ringmaster::security::TlsOptions tls;

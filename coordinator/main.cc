@@ -13,7 +13,8 @@
 // --listen.
 // --stall-after: how long ranks may wait inside a collective that others have not entered before
 // the job's status names them (docs/control-plane.md). --metrics-listen serves Prometheus'
-// /metrics there (port 0: a free one, logged; docs/metrics.md). Stops on SIGINT / SIGTERM.
+// /metrics there (port 0: a free one, logged; docs/metrics.md); plaintext and unauthenticated, so
+// a non-loopback HOST needs --metrics-insecure-public. Stops on SIGINT / SIGTERM.
 #include <signal.h>
 
 #include <algorithm>
@@ -36,6 +37,7 @@
 #include "coordinator/service/coordinator_server.h"
 #include "coordinator/state/clock.h"
 #include "coordinator/state/job_db.h"
+#include "security/loopback.h"
 #include "security/secret.h"
 #include "security/tls_credentials.h"
 
@@ -49,6 +51,7 @@ constexpr char kUsage[] =
     "usage: ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]\n"
     "         [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]\n"
     "         [--stall-after 10s] [--metrics-listen HOST:PORT]\n"
+    "         [--metrics-insecure-public (a non-loopback metrics HOST)]\n"
     "         (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure-loopback)\n"
     "         [--join-token-file FILE] [--submit-token-file FILE]\n"
     "Tokens default to $RINGMASTER_JOIN_TOKEN and $RINGMASTER_SUBMIT_TOKEN. Plaintext\n"
@@ -63,7 +66,8 @@ struct Flags {
   absl::Duration join_timeout = absl::Seconds(300);
   int master_port = 29500;
   absl::Duration stall_after = absl::Seconds(10);
-  std::string metrics_listen;  // empty: no /metrics
+  std::string metrics_listen;            // empty: no /metrics
+  bool metrics_insecure_public = false;  // allows a non-loopback metrics_listen
   ringmaster::security::TlsOptions tls;
   bool insecure_loopback = false;
   std::string join_token_file;
@@ -89,6 +93,10 @@ int ParseFlags(int argc, char** argv, Flags* f) {
     }
     if (arg == "--insecure-loopback") {
       f->insecure_loopback = true;
+      continue;
+    }
+    if (arg == "--metrics-insecure-public") {
+      f->metrics_insecure_public = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -145,6 +153,17 @@ int ParseFlags(int argc, char** argv, Flags* f) {
   }
   if (!f->metrics_listen.empty() && f->metrics_listen.rfind(':') == std::string::npos) {
     std::fprintf(stderr, "ringmaster-coordinator: --metrics-listen: '%s' is not HOST:PORT\n",
+                 f->metrics_listen.c_str());
+    return 2;
+  }
+  // /metrics is plaintext and unauthenticated: beyond this machine only when asked for.
+  if (!f->metrics_listen.empty() && !f->metrics_insecure_public &&
+      !ringmaster::security::IsLoopbackAddress(f->metrics_listen)) {
+    std::fprintf(stderr,
+                 "ringmaster-coordinator: --metrics-listen %s: not a loopback address, and "
+                 "/metrics is served in plaintext without authentication; listen on 127.0.0.1, "
+                 "or add --metrics-insecure-public to serve it there anyway (and firewall it to "
+                 "your Prometheus)\n",
                  f->metrics_listen.c_str());
     return 2;
   }
