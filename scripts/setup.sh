@@ -24,16 +24,15 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev libomp-dev  # scripts/sanitize-and-fuzz.sh: libFuzzer, sanitizers
   python3 python3-venv python3-pip python3-torch python3-numpy
   prometheus iproute2 procps curl openssl  # openssl: tests/control_plane_tls.sh makes its certificates
-  # tests/deploy_*.sh: yamllint, systemd-analyze, Go + the libraries scripts/render-chart.sh builds with
-  yamllint systemd golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
-  golang-github-xeipuuv-gojsonschema-dev
+  # tests/deploy_*.sh: yamllint, systemd-analyze (Helm itself comes from requirements-deploy.txt)
+  yamllint systemd
 )
 # RINGMASTER_SETUP_TESTS=0 (the container images' build stage, docker/): only what building needs.
 if [[ ${RINGMASTER_SETUP_TESTS:-1} == 0 ]]; then
   build_only=()
   for p in "${APT_PACKAGES[@]}"; do
     case $p in
-      clang-format | clang-tidy | clang | libclang-rt-* | libomp-dev | python3* | prometheus | yamllint | systemd | golang-*) ;;
+      clang-format | clang-tidy | clang | libclang-rt-* | libomp-dev | python3* | prometheus | yamllint | systemd) ;;
       *) build_only+=("$p") ;;
     esac
   done
@@ -62,9 +61,10 @@ if [[ ${RINGMASTER_SETUP_PYTHON:-1} == 1 ]]; then
   if ! "$venv/bin/python" -c "import transformers, safetensors, torch" 2>/dev/null; then
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/scripts/requirements-test.txt"
   fi
-  # Offline Kubernetes schema checks (tests/deploy_*.sh); find_spec: no slow import when present.
+  # Offline Kubernetes schema checks and Helm's engine (tests/deploy_*.sh); find_spec: no slow
+  # import when present.
   if ! "$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in
-      ('kubernetes_validate', 'cloudcoil.models.prometheus_operator')))" 2>/dev/null; then
+      ('kubernetes_validate', 'cloudcoil.models.prometheus_operator', 'helm_python')))" 2>/dev/null; then
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/scripts/requirements-deploy.txt"
   fi
 fi

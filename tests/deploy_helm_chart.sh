@@ -1,26 +1,43 @@
 #!/usr/bin/env bash
 # ctest-labels: deploy
-# helm/ringmaster: values.yaml validates against values.schema.json (and a values file with a
-# typo, a wrong enum and a wrong type is rejected, both by jsonschema and by the renderer); the
-# chart renders (scripts/render-chart.sh: Helm's template engine rebuilt from Sprig etc., see
-# docs/operations.md) with --strict for the default values and the P40 example, the rendered
-# objects validate like k8s/ and carry the standard labels, the flags they pass are flags the
-# real binaries accept, and NOTES.txt renders. Metrics: the coordinator and the agents pass
-# --metrics-listen on their "metrics" ports (metrics.coordinatorPort / metrics.agentPort), the
-# ServiceMonitor's jobLabel makes the scrape jobs "ringmaster-coordinator" and "ringmaster-agent"
-# whatever the release is called, and no trainer serves a metrics port of its own.
+# helm/ringmaster with real Helm: scripts/render-chart.py runs Helm v4's engine (helm-python-sdk
+# in .venv): `helm lint --strict` and rendering with missingkey=error, for the default values,
+# ci/p40-values.yaml, an everything-on file (TLS from an existing Secret), metrics scraping off,
+# and mixed agent pools (default CUDA 13, P40 on CUDA 12, a GPU-less CPU pool). values.yaml
+# validates against values.schema.json (and a values file with a typo, a wrong enum and a wrong
+# type is rejected, both by jsonschema and by Helm); the rendered objects validate like k8s/ and
+# carry the standard labels, the flags they pass are flags the real binaries accept, and NOTES.txt
+# renders. Metrics: the coordinator and the agents pass --metrics-listen on their "metrics" ports
+# (metrics.coordinatorPort / metrics.agentPort), the ServiceMonitor's jobLabel makes the scrape
+# jobs "ringmaster-coordinator" and "ringmaster-agent" whatever the release is called, and no
+# trainer serves a metrics port of its own. Pools: one DaemonSet each, selecting only its own pods,
+# node selectors that cannot both match a node, the CPU pool without GPUs on the CPU image.
+# The generated TLS material is checked by tests/deploy_helm_tls.sh.
 set -euo pipefail
 ROOT=${RINGMASTER_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 BIN=${RINGMASTER_BINARY_DIR:-$ROOT/build}
 PY=$ROOT/.venv/bin/python
 CHART=$ROOT/helm/ringmaster
-command -v go >/dev/null || { echo "no go (scripts/setup.sh installs golang-go)"; exit 77; }
 command -v yamllint >/dev/null || { echo "no yamllint (scripts/setup.sh)"; exit 77; }
-"$PY" -c "import kubernetes_validate" 2>/dev/null || { echo "no kubernetes-validate in .venv (scripts/setup.sh)"; exit 77; }
+"$PY" -c "import kubernetes_validate, helm_python" 2>/dev/null ||
+  { echo "no kubernetes-validate or helm-python-sdk in .venv (scripts/setup.sh)"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$ROOT"
-render() { scripts/render-chart.sh --strict --release rm --namespace ringmaster "$@" "$CHART"; }
+render() { "$PY" scripts/render-chart.py --strict --release rm --namespace ringmaster "$@" "$CHART"; }
+cat >"$work/mixed-values.yaml" <<'YAML'
+agent:
+  nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}
+agentPools:
+  - {name: p40, flavor: cuda12, gpusPerNode: 4, nodeSelector: {nvidia.com/gpu.product: Tesla-P40}}
+  - name: cpu
+    flavor: cpu
+    gpusPerNode: 0
+    nodeSelector: {nvidia.com/gpu.product: none}
+    tolerations: []
+    resources: {requests: {cpu: "16", memory: 32Gi}, limits: {memory: 64Gi}}
+images: {cpuAgent: {repository: registry.invalid/ringmaster-agent-cpu, tag: "7"}}
+YAML
 
 yamllint -s -d '{extends: default, rules: {line-length: {max: 120}, document-start: disable}}' \
   "$CHART/Chart.yaml" "$CHART/values.yaml" "$CHART"/ci/*.yaml
@@ -34,7 +51,7 @@ agent:
 compression: zstd
 metrics: {agentPort: "9401"}
 YAML
-"$PY" - "$CHART" "$work/typo.yaml" <<'PY'
+"$PY" - "$CHART" "$work/typo.yaml" "$work/mixed-values.yaml" <<'PY'
 import json, sys, jsonschema, yaml
 chart, typo = sys.argv[1], sys.argv[2]
 schema = json.load(open(f"{chart}/values.schema.json"))
@@ -50,9 +67,9 @@ def objects(s, path="$"):
         for i, x in enumerate(s):
             objects(x, f"{path}[{i}]")
 objects(schema)
-for f in [f"{chart}/values.yaml"] + [f"{chart}/ci/p40-values.yaml"]:
+for f in [f"{chart}/values.yaml", f"{chart}/ci/p40-values.yaml", sys.argv[3]]:
     errs = list(v.iter_errors(yaml.safe_load(open(f))))
-    if f.endswith("p40-values.yaml"):  # an overlay: check it merged over the defaults
+    if not f.endswith("/values.yaml"):  # an overlay: check it merged over the defaults
         base = yaml.safe_load(open(f"{chart}/values.yaml"))
         def merge(a, b):
             for k, x in b.items():
@@ -69,10 +86,10 @@ msgs = " | ".join(e.message for e in v.iter_errors(bad))
 for needle in ("'gpusPerNod' was unexpected", "'zstd' is not one of", "'9401' is not of type 'integer'"):
     if needle not in msgs:
         sys.exit(f"FAIL: jsonschema did not report {needle!r}: {msgs}")
-print("values.schema.json: values.yaml and ci/p40-values.yaml valid, the typo file rejected")
+print("values.schema.json: values.yaml, ci/p40-values.yaml and the mixed pools valid, the typo file rejected")
 PY
 
-# 2. The renderer applies the schema too, like helm template.
+# 2. Helm applies the schema too.
 if render -f "$work/typo.yaml" >"$work/typo.out" 2>&1; then echo "FAIL: typo values rendered"; exit 1; fi
 grep -q "values don't meet the specifications of the schema" "$work/typo.out"
 grep -q "gpusPerNod" "$work/typo.out" || { cat "$work/typo.out"; echo "FAIL: typo not named"; exit 1; }
@@ -87,8 +104,12 @@ rbac: {operators: [{kind: Group, name: ops, apiGroup: rbac.authorization.k8s.io}
 images: {pullSecrets: [regcred]}
 tls: {enabled: true, existingSecret: my-tls}
 YAML
-for v in default p40 all; do
-  case $v in default) args=() ;; p40) args=(-f "$CHART/ci/p40-values.yaml") ;; all) args=(-f "$work/all-values.yaml") ;; esac
+cat >"$work/nometrics-values.yaml" <<'YAML'
+metrics: {serviceMonitor: {enabled: false}}
+networkPolicy: {metricsFrom: []}
+YAML
+for v in default p40 all nometrics mixed; do
+  case $v in default) args=() ;; p40) args=(-f "$CHART/ci/p40-values.yaml") ;; *) args=(-f "$work/$v-values.yaml") ;; esac
   render "${args[@]}" >"$work/$v.yaml"
   "$PY" scripts/validate-manifests.py "$work/$v.yaml" >"$work/$v.txt" || { cat "$work/$v.txt"; exit 1; }
   echo "$v: $(tail -1 "$work/$v.txt")"
@@ -104,13 +125,13 @@ grep -q "hostNetwork: true" "$work/p40.yaml"
 grep -q "compression: auto" "$work/default.yaml"
 
 # 4. Labels, and the flags the chart passes exist in the binaries.
-"$PY" - "$work/default.yaml" "$work/all.yaml" "$BIN" <<'PY'
+"$PY" - "$BIN" "$work/default.yaml" "$work/all.yaml" "$work/mixed.yaml" <<'PY'
 import subprocess, sys, yaml
-binaries = {"coordinator": f"{sys.argv[3]}/coordinator/ringmaster-coordinator",
-            "agent": f"{sys.argv[3]}/agent/ringmaster-agent"}
+binaries = {"coordinator": f"{sys.argv[1]}/coordinator/ringmaster-coordinator",
+            "agent": f"{sys.argv[1]}/agent/ringmaster-agent"}
 usage = {k: subprocess.run([b, "--help"], capture_output=True, text=True, check=True).stdout
          for k, b in binaries.items()}
-for f in sys.argv[1:3]:
+for f in sys.argv[2:]:
     for d in yaml.safe_load_all(open(f)):
         labels = d["metadata"].get("labels") or {}
         for k in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
@@ -176,17 +197,87 @@ print("metrics: --metrics-listen on both, scrape jobs ringmaster-coordinator and
 PY
 grep -q "scrape jobs ringmaster-coordinator (port 9410) and ringmaster-agent (port 9411" "$work/all.notes"
 
-# 6. The checks must be able to fail: a template emitting a misspelt field is caught.
+# 6. Agent pools (mixed values): a DaemonSet per pool selecting only its own pods, the shared
+# metrics Service, NetworkPolicy and PDB select them all, no node can match two pools, the CPU
+# pool requests no GPU and runs images.cpuAgent. Metrics off: no ServiceMonitor, no metrics rule.
+"$PY" - "$work/mixed.yaml" "$work/nometrics.yaml" <<'PY'
+import sys, yaml
+def fail(msg):
+    sys.exit(f"FAIL: {msg}")
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+ds = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DaemonSet"}
+if sorted(ds) != ["rm-ringmaster-agent", "rm-ringmaster-agent-cpu", "rm-ringmaster-agent-p40"]:
+    fail(f"DaemonSets {sorted(ds)}")
+def selects(sel, labels):
+    return all(labels.get(k) == v for k, v in sel.items())
+pods = {n: d["spec"]["template"]["metadata"]["labels"] for n, d in ds.items()}
+for n, d in ds.items():
+    owned = [m for m, l in pods.items() if selects(d["spec"]["selector"]["matchLabels"], l)]
+    if owned != [n]:
+        fail(f"{n} selects the pods of {owned}")
+    for other in (x for x in docs if x["kind"] in ("Service", "NetworkPolicy", "PodDisruptionBudget")):
+        sel = other["spec"].get("selector") or other["spec"].get("podSelector")
+        sel = sel.get("matchLabels", sel)
+        if other["kind"] == "NetworkPolicy":  # the agents are among the gRPC clients it admits
+            sel = other["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
+        if sel.get("app.kubernetes.io/component") == "agent" and not selects(sel, pods[n]):
+            fail(f"{other['kind']}/{other['metadata']['name']} does not select pool {n}")
+nodesel = {n: d["spec"]["template"]["spec"].get("nodeSelector") or {} for n, d in ds.items()}
+names = sorted(ds)
+for i, a in enumerate(names):
+    for b in names[i + 1:]:
+        if not any(k in nodesel[b] and nodesel[b][k] != v for k, v in nodesel[a].items()):
+            fail(f"a node can match both {a} {nodesel[a]} and {b} {nodesel[b]}")
+def container(n):
+    return ds[n]["spec"]["template"]["spec"]["containers"][0]
+want = {"rm-ringmaster-agent": ("ringmaster/agent:0.1.0-cuda13", 1),
+        "rm-ringmaster-agent-p40": ("ringmaster/agent:0.1.0-cuda12", 4),
+        "rm-ringmaster-agent-cpu": ("registry.invalid/ringmaster-agent-cpu:7", None)}
+for n, (image, gpus) in want.items():
+    c = container(n)
+    got = (c["image"], c["resources"]["limits"].get("nvidia.com/gpu"), c["resources"]["requests"].get("nvidia.com/gpu"))
+    if got != (image, gpus, gpus):
+        fail(f"{n}: image, GPU limit, GPU request {got}, want {(image, gpus, gpus)}")
+if ds["rm-ringmaster-agent-cpu"]["spec"]["template"]["spec"].get("tolerations"):
+    fail("the CPU pool kept the GPU taint's toleration")
+if container("rm-ringmaster-agent-cpu")["resources"]["requests"]["cpu"] != "16":
+    fail("the CPU pool's resources are not its own")
+nm = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
+if any(d["kind"] == "ServiceMonitor" for d in nm):
+    fail("metrics off: a ServiceMonitor was rendered")
+(np,) = [d for d in nm if d["kind"] == "NetworkPolicy"]
+if any({"port": "metrics", "protocol": "TCP"} in r.get("ports", []) for r in np["spec"]["ingress"]):
+    fail("metrics off: the NetworkPolicy still admits someone to the metrics port")
+print("pools: 3 DaemonSets, own selectors, disjoint node selectors, CPU pool without GPUs; metrics off: ok")
+PY
+grep -q "Agent pool cpu: one per node matching {\"nvidia.com/gpu.product\":\"none\"}, 0 GPU(s) each, image registry.invalid/ringmaster-agent-cpu:7" "$work/mixed.notes"
+# A pool named "default", and a CPU pool with GPUs, are refused.
+printf 'agentPools: [{name: default}]\n' >"$work/pool-default.yaml"
+if render -f "$work/pool-default.yaml" >/dev/null 2>"$work/pool.txt"; then echo "FAIL: pool 'default' rendered"; exit 1; fi
+grep -q "agentPools/0/name" "$work/pool.txt" || { cat "$work/pool.txt"; exit 1; }
+printf 'agentPools: [{name: c, flavor: cpu, gpusPerNode: 2}]\n' >"$work/pool-cpu.yaml"
+if render -f "$work/pool-cpu.yaml" >/dev/null 2>"$work/pool.txt"; then echo "FAIL: a CPU pool with GPUs rendered"; exit 1; fi
+grep -q 'agent pool "c": the cpu image has no CUDA' "$work/pool.txt" || { cat "$work/pool.txt"; exit 1; }
+
+# 7. The checks must be able to fail: a template emitting a misspelt field is caught, a reference
+# to a value the chart lacks fails strict rendering, and lint (not only rendering) is in effect.
 cp -r "$CHART" "$work/chart"
 sed -i 's/automountServiceAccountToken: false/automountServiceAccountTokens: false/' "$work/chart/templates/agent.yaml"
-scripts/render-chart.sh --strict "$work/chart" >"$work/broken.yaml"
+"$PY" scripts/render-chart.py --strict "$work/chart" >"$work/broken.yaml"
 if "$PY" scripts/validate-manifests.py "$work/broken.yaml" >"$work/broken.txt"; then
   echo "FAIL: a misspelt field in a template passed"; exit 1
 fi
 grep -qF "'automountServiceAccountTokens' was unexpected" "$work/broken.txt"
-sed -i 's/.Values.agent.shmSize/.Values.agent.shmSizee/' "$work/chart/templates/agent.yaml"
-if scripts/render-chart.sh --strict "$work/chart" >/dev/null 2>"$work/strict.txt"; then
+sed -i 's/$a.shmSize/$a.shmSizee/' "$work/chart/templates/agent.yaml"
+if "$PY" scripts/render-chart.py --strict "$work/chart" >/dev/null 2>"$work/strict.txt"; then
   echo "FAIL: --strict rendered a reference to a missing value"; exit 1
 fi
-grep -q "shmSizee" "$work/strict.txt"
+grep -q "shmSizee" "$work/strict.txt" || { cat "$work/strict.txt"; exit 1; }
+cp -r "$CHART" "$work/chart2"
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n data: {}\n' >"$work/chart2/templates/bad.yaml"
+"$PY" scripts/render-chart.py "$work/chart2" >/dev/null  # the engine alone renders it
+if "$PY" scripts/render-chart.py --strict "$work/chart2" >/dev/null 2>"$work/lint.txt"; then
+  echo "FAIL: lint passed a template that is not YAML"; exit 1
+fi
+grep -q "templates/bad.yaml" "$work/lint.txt" || { cat "$work/lint.txt"; exit 1; }
 echo "deploy_helm_chart: 1 passed, 0 failed"

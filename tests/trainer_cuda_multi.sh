@@ -4,7 +4,8 @@
 # torchrun environment and train.device: cuda, NCCL between them (on a machine without GPUs: the
 # CUDA emulator and its NCCL stand-in). The same job, dropout off, gives the single-process CPU
 # engine's loss curve under full_shard and no_shard (fp32; only the summation order differs);
-# the full_shard run's 2-rank checkpoint resumes on one CPU process and reaches the same end; a
+# the full_shard run's 2-rank checkpoint resumes on one CPU process and reaches the same end, and
+# the CPU run's checkpoint resumes on two CUDA ranks under shard_grad_op; a
 # rank killed mid-run makes its peer fail within the collective timeout with an error naming the
 # collective; int8 and PowerSGD on the CUDA ranks follow the CPU ranks' curves with the same
 # compression, int8 sending a third of the bytes. Skips (77) when the binary has no CUDA engine or no NCCL.
@@ -78,6 +79,18 @@ grep -q "resumed from .*step-00000003 .*written by 2 rank(s), now 1" "$work/resu
 awk -v a="$(losses full | tail -1)" -v b="$(losses resume | tail -1)" 'BEGIN { d = a - b;
   if (d < 0) d = -d; printf "step 6 loss: 2 CUDA ranks %s, one CPU process resumed at step 3 %s\n", a, b
   exit !(d / a < 1e-4) }' || { echo "FAIL: the resumed run ends elsewhere"; exit 1; }
+
+# ... and the other way: the single CPU process's step-3 checkpoint resumed by two CUDA ranks
+# under shard_grad_op (another world size, engine and mode).
+mkdir -p "$work/back/checkpoints"
+cp -r "$work/cpu/checkpoints/step-00000003" "$work/back/checkpoints/"
+launch_ranks 2 1 "$(job back cuda shard_grad_op 6)" "$work/back"
+wait_ranks || { tail -5 "$work"/back-*.log; echo "FAIL: the CUDA resume of the CPU checkpoint failed"; exit 1; }
+grep -q "resumed from .*step-00000003 .*written by 1 rank(s), now 2" "$work/back-0.log" ||
+  { cat "$work/back-0.log"; echo "FAIL: no resume from the CPU checkpoint"; exit 1; }
+awk -v a="$(losses cpu | tail -1)" -v b="$(losses back | tail -1)" 'BEGIN { d = a - b;
+  if (d < 0) d = -d; printf "step 6 loss: one CPU process %s, 2 CUDA ranks resumed at step 3 %s\n", a, b
+  exit !(d / a < 1e-4) }' || { echo "FAIL: the CUDA ranks resumed elsewhere"; exit 1; }
 
 launch_ranks 2 1 "$(job ddp cuda no_shard 6)" "$work/ddp"
 wait_ranks || { tail -5 "$work"/ddp-*.log; echo "FAIL: the 2-rank CUDA no_shard run failed"; exit 1; }

@@ -127,7 +127,10 @@ TEST_F(CoordinatorMetricsTest, ScrapeShowsJobsNodesRendezvousAndStalls) {
   r1.set_in_collective(false);
   Report(b, r1);
   clock_.Advance(absl::Seconds(15));
-  Report(a, r0);  // a's heartbeat is fresh, b's is 15 s old
+  // a's heartbeat is fresh, b's is 15 s old. Rank 0 took 6 more steps of 32 samples (the job's
+  // default global batch) in those 15 s: 12.8 samples/s for the job.
+  r0.set_step(46);
+  Report(a, r0);
 
   const std::string text = Scrape();
   const std::string j = "ringmaster_job=\"" + job + "\"";
@@ -139,10 +142,10 @@ TEST_F(CoordinatorMetricsTest, ScrapeShowsJobsNodesRendezvousAndStalls) {
   EXPECT_THAT(text, HasSubstr("ringmaster_job_world_size{" + j + "} 2\n"));
   EXPECT_THAT(text, HasSubstr("ringmaster_job_generation{" + j + "} 0\n"));
   EXPECT_THAT(text, HasSubstr("ringmaster_job_restarts_total{" + j + "} 0\n"));
-  EXPECT_THAT(text, HasSubstr("ringmaster_job_step{" + j + "} 40\n"));
+  EXPECT_THAT(text, HasSubstr("ringmaster_job_step{" + j + "} 46\n"));
   EXPECT_THAT(text, HasSubstr("ringmaster_job_total_steps{" + j + "} 100\n"));
   EXPECT_THAT(text, HasSubstr("ringmaster_job_loss{" + j + "} 0.5\n"));
-  EXPECT_THAT(text, HasSubstr("ringmaster_job_samples_per_second{" + j + "} 25\n"));
+  EXPECT_THAT(text, HasSubstr("ringmaster_job_samples_per_second{" + j + "} 12.8\n"));
   EXPECT_THAT(text, HasSubstr("ringmaster_job_rendezvous_seconds{" + j + "} 3\n"));
   EXPECT_THAT(text, HasSubstr("ringmaster_rendezvous_seconds_count 1\n"));
   EXPECT_THAT(text, HasSubstr("ringmaster_rendezvous_seconds_sum 3\n"));

@@ -439,25 +439,12 @@ void CudaDataParallel::GradsDone(int unit) {
 
 void CudaDataParallel::RunEmptyMicroBatch(int num_units) {
   backward_ = false;
-  for (int u = 0; u < num_units; ++u) {
-    AcquireParams(u);
-    ReleaseParams(u);
-  }
-  backward_ = true;
-  for (int u = num_units - 1; u >= 0; --u) {
-    AcquireParams(u);
-    AcquireGrads(u);
-    GradsDone(u);
-    ReleaseParams(u);
-  }
+  RunUnitsWithoutCompute(*this, num_units, /*with_backward=*/true, [this] { backward_ = true; });
 }
 
 void CudaDataParallel::RunEmptyForward(int num_units) {
   backward_ = false;
-  for (int u = 0; u < num_units; ++u) {
-    AcquireParams(u);
-    ReleaseParams(u);
-  }
+  RunUnitsWithoutCompute(*this, num_units, /*with_backward=*/false, [] {});
 }
 
 absl::StatusOr<ReducedStep> CudaDataParallel::Reduce(double local_loss, float flag) {

@@ -346,25 +346,12 @@ absl::Status DataParallel::PowerSgdAllReduce(Communicator* comm, float* grads) {
 
 void DataParallel::RunEmptyMicroBatch(int num_units) {
   backward_ = false;
-  for (int u = 0; u < num_units; ++u) {
-    AcquireParams(u);
-    ReleaseParams(u);
-  }
-  backward_ = true;
-  for (int u = num_units - 1; u >= 0; --u) {
-    AcquireParams(u);
-    AcquireGrads(u);
-    GradsDone(u);
-    ReleaseParams(u);
-  }
+  RunUnitsWithoutCompute(*this, num_units, /*with_backward=*/true, [this] { backward_ = true; });
 }
 
 void DataParallel::RunEmptyForward(int num_units) {
   backward_ = false;
-  for (int u = 0; u < num_units; ++u) {
-    AcquireParams(u);
-    ReleaseParams(u);
-  }
+  RunUnitsWithoutCompute(*this, num_units, /*with_backward=*/false, [] {});
 }
 
 absl::StatusOr<DataParallel::StepResult> DataParallel::FinishStep(double local_loss, double lr,

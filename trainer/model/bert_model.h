@@ -39,6 +39,27 @@ class UnitAccess {
   virtual void GradsDone(int unit) = 0;
 };
 
+// The unit accesses of a pass without compute, in the model's order: forward acquires and
+// releases every unit; with `begin_backward` (called between the two) a backward follows,
+// acquiring parameters and gradients in reverse and reporting each unit's gradients done. A
+// data-parallel rank without samples runs it so that it issues the same collectives as its peers.
+template <typename T, typename BeginBackward>
+void RunUnitsWithoutCompute(UnitAccess<T>& access, int num_units, bool with_backward,
+                            BeginBackward begin_backward) {
+  for (int u = 0; u < num_units; ++u) {
+    access.AcquireParams(u);
+    access.ReleaseParams(u);
+  }
+  if (!with_backward) return;
+  begin_backward();
+  for (int u = num_units - 1; u >= 0; --u) {
+    access.AcquireParams(u);
+    access.AcquireGrads(u);
+    access.GradsDone(u);
+    access.ReleaseParams(u);
+  }
+}
+
 // The single-process access: one flat buffer each for parameters and gradients (host or device
 // memory alike: it only offsets pointers). `unit_begin` is each unit's first flat index.
 template <typename T>

@@ -63,14 +63,32 @@ app.kubernetes.io/component: {{ .component }}
 {{- $i := .Values.images.coordinator -}}
 {{- printf "%s:%s" $i.repository (default .Chart.AppVersion $i.tag) -}}
 {{- end -}}
+{{/* An agent pool's image: include with (dict "ctx" $ "flavor" "cuda13"|"cuda12"|"cpu"). The CPU
+     image (no CUDA, Gloo only) is images.cpuAgent; the CUDA ones are images.agent, tagged
+     <appVersion>-<flavor> unless images.agent.tag is set. */}}
 {{- define "ringmaster.agentImage" -}}
-{{- $i := .Values.images.agent -}}
-{{- printf "%s:%s" $i.repository (default (printf "%s-%s" .Chart.AppVersion $i.flavor) $i.tag) -}}
+{{- if eq .flavor "cpu" -}}
+{{- $i := .ctx.Values.images.cpuAgent -}}
+{{- printf "%s:%s" $i.repository (default (printf "%s-cpu" .ctx.Chart.AppVersion) $i.tag) -}}
+{{- else -}}
+{{- $i := .ctx.Values.images.agent -}}
+{{- printf "%s:%s" $i.repository (default (printf "%s-%s" .ctx.Chart.AppVersion .flavor) $i.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Secret holding the join and submit tokens and the TLS material. */}}
 {{- define "ringmaster.credentialsSecret" -}}
 {{- default (printf "%s-credentials" (include "ringmaster.fullname" .)) .Values.tls.existingSecret -}}
+{{- end -}}
+
+{{/* Secret with the CLI's client certificate, ca.crt and the submit token (generated TLS only). */}}
+{{- define "ringmaster.clientSecret" -}}
+{{- printf "%s-client" (include "ringmaster.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* True ("true") when the chart generates the TLS material: no existing Secret, no PEM values. */}}
+{{- define "ringmaster.generatesTls" -}}
+{{- if not (or .Values.tls.existingSecret .Values.tls.cert .Values.tls.key .Values.tls.ca) -}}true{{- end -}}
 {{- end -}}
 
 {{/* Security context of every container: no root, no privilege, nothing writable but volumes. */}}
