@@ -4,7 +4,7 @@
 //   ringmaster-agent --coordinator HOST:PORT --trainer PATH --work-dir DIR [--name NAME]
 //                    [--rack LABEL] [--address ADDR]... [--inventory-override GPUS]
 //                    [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]
-//                    [--metrics-listen HOST:PORT]
+//                    [--metrics-listen HOST:PORT] [--metrics-insecure-public]
 //                    [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]
 //                    | --insecure-loopback  [--join-token-file FILE]
 //
@@ -20,6 +20,8 @@
 //
 // --allowed-root DIR (repeatable): every path a job names (data, model, output) must lie inside
 // one of these directories, symlinks followed (agent/path_policy.h); without it any path goes.
+// --metrics-listen on a non-loopback address needs --metrics-insecure-public: /metrics is
+// plaintext and unauthenticated.
 #include <signal.h>
 #include <unistd.h>
 
@@ -48,6 +50,7 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/log_escape.h"
+#include "security/loopback.h"
 #include "security/secret.h"
 #include "security/tls_credentials.h"
 
@@ -77,6 +80,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> addresses;
   std::vector<std::string> allowed_roots;
   bool insecure_loopback = false;
+  bool metrics_insecure_public = false;
   ringmaster::FlagSet fs("ringmaster-agent",
                          "one per node: registers it, runs and supervises its trainer ranks");
   // Every valued flag lands in `flags` by name (fs.value); only the lists need their own.
@@ -107,6 +111,8 @@ int main(int argc, char** argv) {
            "the name in the coordinator's certificate, when --coordinator names it otherwise");
   fs.Switch("--insecure-loopback", &insecure_loopback,
             "plaintext instead of TLS; only to a loopback --coordinator");
+  fs.Switch("--metrics-insecure-public", &metrics_insecure_public,
+            "allow a non-loopback --metrics-listen (plaintext, unauthenticated /metrics)");
   fs.Value("--join-token-file", "FILE", nullptr, "$RINGMASTER_JOIN_TOKEN, else none",
            "the token the coordinator asks for at registration (never passed to trainers)");
   fs.List("--allowed-root", "DIR", &allowed_roots,
@@ -126,6 +132,15 @@ int main(int argc, char** argv) {
   for (const char* required : {"--coordinator", "--trainer", "--work-dir"}) {
     if (!flags.count(required))
       return Fail(absl::StrCat(required, " is required (see ringmaster-agent --help)"));
+  }
+  // /metrics is plaintext and unauthenticated: beyond this machine only when asked for.
+  if (flags.count("--metrics-listen") && !metrics_insecure_public &&
+      !ringmaster::security::IsLoopbackAddress(flags["--metrics-listen"])) {
+    return Fail(absl::StrCat(
+        "--metrics-listen ", flags["--metrics-listen"],
+        ": not a loopback address, and /metrics is served in plaintext without authentication; "
+        "listen on 127.0.0.1, or add --metrics-insecure-public to serve it there anyway (and "
+        "firewall it to your Prometheus)"));
   }
   // Transport and join token before anything slow, so a misconfigured agent stops at once.
   ringmaster::security::TlsOptions tls;

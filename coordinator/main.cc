@@ -13,7 +13,8 @@
 // --listen.
 // --stall-after: how long ranks may wait inside a collective that others have not entered before
 // the job's status names them (docs/control-plane.md). --metrics-listen serves Prometheus'
-// /metrics there (port 0: a free one, logged; docs/metrics.md). Stops on SIGINT / SIGTERM.
+// /metrics there (port 0: a free one, logged; docs/metrics.md); plaintext and unauthenticated, so
+// a non-loopback HOST needs --metrics-insecure-public. Stops on SIGINT / SIGTERM.
 #include <signal.h>
 
 #include <algorithm>
@@ -37,6 +38,7 @@
 #include "coordinator/service/coordinator_server.h"
 #include "coordinator/state/clock.h"
 #include "coordinator/state/job_db.h"
+#include "security/loopback.h"
 #include "security/secret.h"
 #include "security/tls_credentials.h"
 
@@ -55,7 +57,8 @@ struct Flags {
   absl::Duration join_timeout = absl::Seconds(300);
   int master_port = 29500;
   absl::Duration stall_after = absl::Seconds(10);
-  std::string metrics_listen;  // empty: no /metrics
+  std::string metrics_listen;            // empty: no /metrics
+  bool metrics_insecure_public = false;  // allows a non-loopback metrics_listen
   ringmaster::security::TlsOptions tls;
   bool insecure_loopback = false;
   std::string join_token_file;
@@ -101,6 +104,8 @@ int ParseFlags(int argc, char** argv, Flags* f) {
            "requires client certificates chaining to this CA (mutual TLS)");
   fs.Switch("--insecure-loopback", &f->insecure_loopback,
             "plaintext instead of TLS; only with a loopback --listen");
+  fs.Switch("--metrics-insecure-public", &f->metrics_insecure_public,
+            "allow a non-loopback --metrics-listen (plaintext, unauthenticated /metrics)");
   fs.Value("--join-token-file", "FILE", &f->join_token_file, "$RINGMASTER_JOIN_TOKEN, else none",
            "the token agents must present to register");
   fs.Value("--submit-token-file", "FILE", &f->submit_token_file,
@@ -138,6 +143,17 @@ int ParseFlags(int argc, char** argv, Flags* f) {
   }
   if (!f->metrics_listen.empty() && f->metrics_listen.rfind(':') == std::string::npos) {
     std::fprintf(stderr, "ringmaster-coordinator: --metrics-listen: '%s' is not HOST:PORT\n",
+                 f->metrics_listen.c_str());
+    return 2;
+  }
+  // /metrics is plaintext and unauthenticated: beyond this machine only when asked for.
+  if (!f->metrics_listen.empty() && !f->metrics_insecure_public &&
+      !ringmaster::security::IsLoopbackAddress(f->metrics_listen)) {
+    std::fprintf(stderr,
+                 "ringmaster-coordinator: --metrics-listen %s: not a loopback address, and "
+                 "/metrics is served in plaintext without authentication; listen on 127.0.0.1, "
+                 "or add --metrics-insecure-public to serve it there anyway (and firewall it to "
+                 "your Prometheus)\n",
                  f->metrics_listen.c_str());
     return 2;
   }

@@ -39,7 +39,7 @@ ENTRYPOINT ["/usr/local/bin/ringmaster-coordinator"]
 # TLS is required off loopback (docs/operations.md, "Security"): mount the certificate, key, CA
 # and tokens at /etc/ringmaster/credentials (as k8s/ and helm/ do), or pass your own flags.
 CMD ["--listen", "0.0.0.0:7070", "--db", "/var/lib/ringmaster/jobs.db", \
-     "--metrics-listen", "0.0.0.0:9400", \
+     "--metrics-listen", "0.0.0.0:9400", "--metrics-insecure-public", \
      "--tls-cert", "/etc/ringmaster/credentials/tls.crt", \
      "--tls-key", "/etc/ringmaster/credentials/tls.key", \
      "--tls-client-ca", "/etc/ringmaster/credentials/ca.crt", \

@@ -14,12 +14,33 @@ namespace ringmaster::trainer {
 
 namespace {
 
+// Upper limits on the model's dimensions. Well above every BERT published (large: 1024 hidden,
+// 24 layers, 4096 intermediate; the largest vocabularies ~250k), low enough that a typo or a
+// hostile job (hidden_size: 1048576) is refused with its key named instead of every rank dying
+// of std::bad_alloc. The memory a whole model needs is checked separately (model_memory.h).
+constexpr int kMaxVocabSize = 1 << 20;
+constexpr int kMaxHiddenSize = 16384;
+constexpr int kMaxHiddenLayers = 256;
+constexpr int kMaxAttentionHeads = 256;
+constexpr int kMaxIntermediateSize = 65536;
+constexpr int kMaxPositionEmbeddings = 8192;  // = the most data.max_seq_len allows
+constexpr int kMaxTypeVocabSize = 1024;
+constexpr int kMaxNumLabels = 65536;
+
 absl::Status ConfigError(absl::string_view source, absl::string_view msg) {
   return absl::InvalidArgumentError(absl::StrCat(source, ": ", msg));
 }
 
 absl::Status CheckPositive(absl::string_view source, const char* field, int v) {
   if (v <= 0) return ConfigError(source, absl::StrCat(field, " must be positive, got ", v));
+  return absl::OkStatus();
+}
+
+// `field` of at most `limit` (the kMax* constants of bert_config.h).
+absl::Status CheckAtMost(absl::string_view source, const char* field, int v, int limit) {
+  if (v > limit) {
+    return ConfigError(source, absl::StrCat(field, " ", v, " is over the limit of ", limit));
+  }
   return absl::OkStatus();
 }
 
@@ -101,6 +122,23 @@ absl::Status ValidateBertConfig(const BertConfig& c, std::string_view source_sv)
     return s;
   }
   if (auto s = CheckPositive(source, "type_vocab_size", c.type_vocab_size); !s.ok()) return s;
+  const struct {
+    const char* field;
+    int value;
+    int limit;
+  } limits[] = {
+      {"vocab_size", c.vocab_size, kMaxVocabSize},
+      {"hidden_size", c.hidden_size, kMaxHiddenSize},
+      {"num_hidden_layers", c.num_hidden_layers, kMaxHiddenLayers},
+      {"num_attention_heads", c.num_attention_heads, kMaxAttentionHeads},
+      {"intermediate_size", c.intermediate_size, kMaxIntermediateSize},
+      {"max_position_embeddings", c.max_position_embeddings, kMaxPositionEmbeddings},
+      {"type_vocab_size", c.type_vocab_size, kMaxTypeVocabSize},
+      {"num_labels", c.num_labels, kMaxNumLabels},
+  };
+  for (const auto& l : limits) {
+    if (auto s = CheckAtMost(source, l.field, l.value, l.limit); !s.ok()) return s;
+  }
   if (c.hidden_size % c.num_attention_heads != 0) {
     return ConfigError(
         source, absl::StrCat("hidden_size ", c.hidden_size,

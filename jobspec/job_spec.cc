@@ -18,12 +18,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "jobspec/key_suggestion.h"
+#include "jobspec/model_memory.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
@@ -588,6 +590,29 @@ void Validate(const JobSpec& s, const Marks* marks,
                             : absl::StrCat(errors.source(), ": model.config");
     if (absl::Status st = ValidateBertConfig(c, where); !st.ok()) {
       errors.AddRaw(mark, std::string(st.message()));
+    } else {
+      // The model state per rank at the largest world the job can get (procs_per_node auto
+      // counts one rank per node): over the absolute cap no node can hold it.
+      const DistributedSpec& d = s.distributed;
+      int procs = 1;
+      if (!absl::SimpleAtoi(d.procs_per_node, &procs) || procs < 1) procs = 1;
+      const int world = static_cast<int>(
+          std::min<int64_t>(int64_t{std::max(d.max_nodes, 1)} * procs, int64_t{1} << 20));
+      const uint64_t params = BertParameterCount(c);
+      const uint64_t bytes = ModelStateBytesPerRank(params, d.sharding, world, procs);
+      if (bytes > kMaxModelStateBytesPerRank) {
+        constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+        errors.AddRaw(
+            mark,
+            absl::StrCat(where, ": the model has ", params,
+                         " parameters; their fp32 training state (parameters, gradients, AdamW "
+                         "moments) needs ",
+                         absl::StrFormat("%.1f", static_cast<double>(bytes) / kGiB),
+                         " GiB per rank with distributed.sharding ",
+                         std::string(jobspec::SettingName(d.sharding)), " at ", world,
+                         " rank(s), over the limit of ", kMaxModelStateBytesPerRank >> 30,
+                         " GiB per rank"));
+      }
     }
     if (s.data.max_seq_len > c.max_position_embeddings) {
       bad("data.max_seq_len",

@@ -12,6 +12,7 @@
 namespace ringmaster::trainer {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -342,6 +343,21 @@ TEST(JobSpecTest, ModelErrors) {
   EXPECT_THAT(ErrorOf("model:\n  init_from: m\n  hidden_dropout_prob: 1.5\ndata: {train: "
                       "t}\noutput: {dir: o}\n"),
               HasSubstr("model.hidden_dropout_prob: must be in [0, 1), got 1.5"));
+}
+
+TEST(JobSpecTest, ModelSizeLimits) {
+  std::string huge = kFromScratch;
+  huge.replace(huge.find("hidden_size: 64"), 15, "hidden_size: 1048576");
+  EXPECT_THAT(ErrorOf(huge),
+              HasSubstr("model.config: hidden_size 1048576 is over the limit of 16384"));
+  // Every dimension within its limit, the whole over the per-rank memory cap: 16384 hidden, 256
+  // layers, 65536 intermediate is ~825e9 parameters, 12 TiB of state on one rank.
+  std::string big = kFromScratch;
+  big.replace(big.find("hidden_size: 64"), 15, "hidden_size: 16384");
+  big.replace(big.find("num_hidden_layers: 2"), 20, "num_hidden_layers: 256");
+  big.replace(big.find("intermediate_size: 128"), 22, "intermediate_size: 65536");
+  EXPECT_THAT(ErrorOf(big), AllOf(HasSubstr("GiB per rank with distributed.sharding no_shard"),
+                                  HasSubstr("over the limit of 256 GiB per rank")));
 }
 
 TEST(JobSpecTest, DropoutOverrideFoldsIntoInlineConfig) {

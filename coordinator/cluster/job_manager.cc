@@ -387,8 +387,15 @@ absl::Status JobManager::OnRankReport(std::string_view node_id, const v1::RankPr
             {FailureKind::kDeterministicStartup, RankExitDetail(rank, node_id, r)});
       }
       return HandleFailure({FailureKind::kRankExited, RankExitDetail(rank, node_id, r)});
-    case v1::RANK_PROCESS_STATE_SIGNALED:
     case v1::RANK_PROCESS_STATE_FAILED_TO_START:
+      // The agent marks what no restart can fix (a job path outside its --allowed-root, a spec it
+      // cannot parse): fail now instead of spending the restart budget on the same refusal.
+      if (r.failure_kind() == v1::FAILURE_KIND_DETERMINISTIC_STARTUP) {
+        return HandleFailure(
+            {FailureKind::kDeterministicStartup, RankExitDetail(rank, node_id, r)});
+      }
+      return HandleFailure({FailureKind::kRankExited, RankExitDetail(rank, node_id, r)});
+    case v1::RANK_PROCESS_STATE_SIGNALED:
       return HandleFailure({FailureKind::kRankExited, RankExitDetail(rank, node_id, r)});
     default:  // STOPPED (on our command) or unknown: nothing to do
       return absl::OkStatus();

@@ -397,6 +397,26 @@ TEST_F(JobManagerTest, AgentMarkedDeterministicFailureFailsAtOnce) {
   EXPECT_EQ(job->phase(), JobPhase::kFailed);
 }
 
+TEST_F(JobManagerTest, RefusalToStartMarkedDeterministicFailsAtOnce) {
+  // The agent could not prepare the generation (a path outside its --allowed-root).
+  std::unique_ptr<JobManager> job = Submit("1", 3);
+  Join(*job, "a");
+  v1::RankProgress r = Report(*job, 0, v1::RANK_PROCESS_STATE_FAILED_TO_START);
+  r.set_failure_kind(v1::FAILURE_KIND_DETERMINISTIC_STARTUP);
+  r.set_last_error_line("output.dir '/x' resolves to '/x', outside the allowed roots");
+  ASSERT_TRUE(job->OnRankReport("id-a", r).ok());
+  EXPECT_EQ(job->phase(), JobPhase::kFailed);
+  EXPECT_EQ(job->Status().restarts(), 0u);
+  EXPECT_THAT(job->Status().error(), HasSubstr("deterministic_startup: rank 0 on id-a failed to "
+                                               "start: output.dir '/x'"));
+  // Unmarked (the trainer binary could not be executed): restarted as before.
+  std::unique_ptr<JobManager> other = Submit("1", 3);
+  Join(*other, "a");
+  ASSERT_TRUE(
+      other->OnRankReport("id-a", Report(*other, 0, v1::RANK_PROCESS_STATE_FAILED_TO_START)).ok());
+  EXPECT_EQ(other->Status().restarts(), 1u);
+}
+
 TEST_F(JobManagerTest, LostNodeRestartsOnTheRemainingNodesWhenEnough) {
   std::unique_ptr<JobManager> job = Submit("1:2", 3);
   Join(*job, "a");

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/absl_view.h"
+#include "jobspec/model_memory.h"
 
 namespace ringmaster::coordinator {
 
@@ -36,6 +37,13 @@ absl::StatusOr<JobRequirements> ParseJobRequirements(std::string_view yaml, std:
   r.plan.compression = d.compression;
   r.plan.sharding = d.sharding;
   r.plan.backend = d.backend;
+  if (r.spec.model.has_config) {
+    trainer::BertConfig c = r.spec.model.config;
+    // vocab_size 0: from the vocab file, which the trainer reads; counted as 1 (a lower bound).
+    if (c.vocab_size == 0) c.vocab_size = 1;
+    c.num_labels = r.spec.model.num_labels;
+    r.plan.model_parameters = trainer::BertParameterCount(c);
+  }
   return r;
 }
 

@@ -10,8 +10,10 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/absl_view.h"
 #include "coordinator/plan/rank_weights.h"
+#include "jobspec/model_memory.h"
 #include "jobspec/precision_policy.h"
 
 namespace ringmaster::coordinator {
@@ -24,6 +26,9 @@ using jobspec::SettingName;
 using jobspec::Sharding;
 
 namespace {
+
+// Ranks per CPU node when the node does not report its core count.
+constexpr int kMaxCpuRanksPerNode = 256;
 
 // 0 for "auto", else the positive count; InvalidArgument otherwise.
 absl::StatusOr<int> ParseProcsPerNode(const std::string& v) {
@@ -125,6 +130,15 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
       }
     } else {
       np.num_ranks = *procs == 0 ? 1 : *procs;
+      // One rank per core at most: more only time-share the cores, and an unbounded count
+      // (procs_per_node: 100000) would plan that many ranks into one StartRanks message.
+      // A node that reports no core count is held to kMaxCpuRanksPerNode.
+      const int cores = inv.cpu_cores > 0 ? inv.cpu_cores : kMaxCpuRanksPerNode;
+      if (np.num_ranks > cores) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("plan: procs_per_node ", *procs, " but CPU node ", node.node_id, " has ",
+                         cores, " core(s); a CPU node runs at most one rank per core"));
+      }
       any_cpu = true;
     }
     if (first_lws < 0) first_lws = np.num_ranks;
@@ -164,6 +178,19 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
       if (np.gpu) {
         const GpuInfo& gpu = inv.gpus[static_cast<size_t>(lr)];
         rp.gpu_index = gpu.index;
+        // A lower bound (activations come on top): a GPU below it cannot run the rank at all.
+        if (const uint64_t need = trainer::ModelStateBytesPerRank(
+                request.model_parameters, request.sharding, plan.world_size, np.num_ranks);
+            gpu.memory_bytes > 0 && need > gpu.memory_bytes) {
+          constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+          return absl::FailedPreconditionError(absl::StrCat(
+              "plan: the model's fp32 training state (", request.model_parameters,
+              " parameters x 16 bytes, sharding ", std::string(SettingName(request.sharding)),
+              " over ", plan.world_size, " rank(s)) needs ",
+              absl::StrFormat("%.1f", static_cast<double>(need) / kGiB), " GiB per rank, but ",
+              GpuName(node, gpu), " has ",
+              absl::StrFormat("%.1f", static_cast<double>(gpu.memory_bytes) / kGiB), " GiB"));
+        }
         if (request.precision == Precision::kAuto) {
           rp.precision = AutoPrecisionFor(gpu);
         } else if (const int need = jobspec::MinComputeCapabilityFor(request.precision);

@@ -47,6 +47,9 @@ struct PlanRequest {
   jobspec::Compression compression = jobspec::Compression::kAuto;  // distributed.compression
   jobspec::Sharding sharding = jobspec::Sharding::kNoShard;  // hybrid_shard: equal ranks per node
   jobspec::Backend backend = jobspec::Backend::kAuto;        // distributed.backend
+  // Parameters of the job's model (jobspec/model_memory.h), 0 when unknown (a pretrained model
+  // whose config the coordinator does not read): a GPU rank must hold its model state.
+  uint64_t model_parameters = 0;
 };
 
 struct PlanNode {
@@ -100,7 +103,8 @@ struct JobPlan {
 // Plans `nodes` (the rendezvous participants) for `request`. InvalidArgument for malformed
 // input (a bad procs_per_node or port, duplicate or empty node ids, a node without address or
 // hostname); FailedPrecondition, naming the node, when the nodes cannot run the job as written
-// (fewer GPUs than procs_per_node, device cuda on a CPU node, bf16 on a GPU below sm_80, nccl with
+// (fewer GPUs than procs_per_node or, on a CPU node, cores; a GPU smaller than the model's fp32
+// training state per rank; device cuda on a CPU node, bf16 on a GPU below sm_80, nccl with
 // CPU ranks, hybrid_shard with unequal ranks per node).
 absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<PlanNode>& nodes);
 

@@ -246,6 +246,41 @@ TEST(PlannerTest, ProcsPerNode) {
   }
 }
 
+TEST(PlannerTest, CpuRanksCappedByCores) {
+  PlanRequest req = Request();
+  req.procs_per_node = "16";
+  EXPECT_EQ(MustPlan(req, {Node("c", "r", "h1", 0)}).world_size, 16);
+  req.procs_per_node = "100000";
+  absl::StatusOr<JobPlan> bad = PlanRanks(req, {Node("c", "r", "h1", 0)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(bad.status().message(),
+              AllOf(HasSubstr("procs_per_node 100000"), HasSubstr("CPU node c has 16 core")));
+  // No core count reported: held to 256 (kMaxCpuRanksPerNode in planner.cc).
+  PlanNode unknown = Node("u", "r", "h1", 0);
+  unknown.inventory.cpu_cores = 0;
+  req.procs_per_node = "257";
+  EXPECT_EQ(PlanRanks(req, {unknown}).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(PlannerTest, GpuMustHoldTheModelState) {
+  // 16 GiB GPUs (Gpu above); 2e9 parameters are 29.8 GiB of fp32 state unsharded.
+  PlanRequest req = Request();
+  req.model_parameters = 2'000'000'000;
+  req.sharding = jobspec::Sharding::kNoShard;
+  absl::StatusOr<JobPlan> bad = PlanRanks(req, {Node("g", "r", "h1", 2)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(bad.status().message(),
+              AllOf(HasSubstr("2000000000 parameters x 16 bytes, sharding no_shard over 2 rank(s)"),
+                    HasSubstr("needs 29.8 GiB per rank"), HasSubstr("node g GPU 0"),
+                    HasSubstr("has 16.0 GiB")));
+  // full_shard over 2 ranks: 14.9 GiB each, which fits.
+  req.sharding = jobspec::Sharding::kFullShard;
+  EXPECT_EQ(MustPlan(req, {Node("g", "r", "h1", 2)}).world_size, 2);
+  // CPU ranks are not checked (inventories report no host memory).
+  req.sharding = jobspec::Sharding::kNoShard;
+  EXPECT_EQ(MustPlan(req, {Node("c", "r", "h1", 0)}).world_size, 1);
+}
+
 TEST(PlannerTest, DeviceSetting) {
   PlanRequest req = Request();
   req.device = jobspec::Device::kCpu;

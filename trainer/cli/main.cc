@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -129,6 +130,10 @@ bool g_bad_job = false;
 absl::Status BadJob(absl::Status s) {
   if (!s.ok()) g_bad_job = true;
   return s;
+}
+template <typename T>
+absl::StatusOr<T> BadJob(absl::Status s) {
+  return BadJob(std::move(s));
 }
 
 // train.device: cuda, when this binary is linked with the CUDA engine (trainer/cuda/: on a GPU, or
@@ -299,8 +304,19 @@ absl::Status Train(const Args& a) {
   RM_ASSIGN_OR_RETURN(auto dist, rt::DistContext::Create(
                                      env, job.distributed.sharding == rt::Sharding::kHybridShard,
                                      timeout, status.get(), comm));
-  absl::StatusOr<std::unique_ptr<rt::Trainer>> trainer =
-      rt::Trainer::Create(job, dist.get(), CudaEngineFactory());
+  absl::StatusOr<std::unique_ptr<rt::Trainer>> trainer = [&] {
+    // A model too large for this node is the job's fault: one clear line and exit 3, instead
+    // of std::terminate (SIGABRT) and a restart into the same allocation.
+    try {
+      return rt::Trainer::Create(job, dist.get(), CudaEngineFactory());
+    } catch (const std::bad_alloc&) {
+      return BadJob<std::unique_ptr<rt::Trainer>>(absl::ResourceExhaustedError(absl::StrCat(
+          job.source,
+          ": out of memory while allocating the model, its gradients and optimizer state "
+          "(16 bytes per parameter in fp32 unless sharded): use a smaller model.config, "
+          "distributed.sharding full_shard over more ranks, or nodes with more memory")));
+    }
+  }();
   if (!trainer.ok()) {
     // Missing or malformed files and impossible settings are the job's fault; a lost peer
     // during the first collectives is not.
@@ -328,18 +344,33 @@ absl::Status Train(const Args& a) {
   }
   std::unique_ptr<rt::MetricsServer> metrics;
   if (metrics_port) {
-    const char* host = std::getenv("RINGMASTER_METRICS_HOST");
+    // /metrics is plaintext and unauthenticated: loopback unless RINGMASTER_METRICS_HOST names
+    // another address and RINGMASTER_METRICS_INSECURE_PUBLIC=1 says so knowingly.
+    const char* env_host = std::getenv("RINGMASTER_METRICS_HOST");
+    const std::string host = env_host != nullptr && *env_host ? env_host : "127.0.0.1";
+    const bool loopback =
+        host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
+    const char* insecure = std::getenv("RINGMASTER_METRICS_INSECURE_PUBLIC");
+    if (!loopback && (insecure == nullptr || std::string(insecure) != "1")) {
+      return BadJob(absl::InvalidArgumentError(absl::StrCat(
+          "RINGMASTER_METRICS_HOST=", host,
+          ": not a loopback address, and /metrics is served in plaintext without "
+          "authentication; unset it (127.0.0.1), or set RINGMASTER_METRICS_INSECURE_PUBLIC=1 to "
+          "serve it there anyway")));
+    }
     RM_ASSIGN_OR_RETURN(
         metrics,
-        rt::ServeRankMetrics(
-            absl::StrCat(host != nullptr && *host ? host : "0.0.0.0", ":", *metrics_port),
-            status.get(), {{"ringmaster_job", job.name}, {"rank", absl::StrCat(env.rank)}}));
+        rt::ServeRankMetrics(absl::StrCat(host, ":", *metrics_port), status.get(),
+                             {{"ringmaster_job", job.name}, {"rank", absl::StrCat(env.rank)}}));
   }
   (*trainer)->set_metrics(status.get());
   g_in_loop.store(true);
   absl::StatusOr<rt::TrainResult> run = (*trainer)->Run(&g_stop);
   // Resuming under changed settings would fail again on every restart.
-  if (!run.ok() && rt::IsSettingsChanged(run.status())) g_bad_job = true;
+  if (!run.ok() &&
+      (rt::IsSettingsChanged(run.status()) || rt::IsAllCheckpointsDamaged(run.status()))) {
+    g_bad_job = true;
+  }
   RM_RETURN_IF_ERROR(run.status());
   const rt::TrainResult& r = *run;
   if (r.interrupted) return absl::AbortedError("interrupted; run again to resume");
@@ -465,7 +496,15 @@ int main(int argc, char** argv) {
   }
   absl::Status s;
   if (cmd == "train") {
-    s = Train(args);
+    try {
+      s = Train(args);
+    } catch (const std::bad_alloc&) {
+      // Anywhere else (reading the data, a batch's activations): still one line and exit 3,
+      // not SIGABRT. After the first step the coordinator restarts it like any other exit.
+      s = BadJob(absl::ResourceExhaustedError(
+          "out of memory while running the job: use a smaller micro_batch_size, max_seq_len "
+          "or model, or nodes with more memory"));
+    }
   } else if (cmd == "predict") {
     s = Predict(args);
   } else if (cmd == "tokenize") {

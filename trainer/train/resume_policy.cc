@@ -6,11 +6,13 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace ringmaster::trainer {
 namespace {
 
 constexpr char kSettingsChangedPayload[] = "ringmaster.dev/settings-changed";
+constexpr char kAllCheckpointsDamagedPayload[] = "ringmaster.dev/all-checkpoints-damaged";
 constexpr char kNotSet[] = "(not set)";
 
 // Shortest text that reads back as the same value: 0.1 stays "0.1", and two values that differ
@@ -132,6 +134,21 @@ absl::Status SettingsChanged(const std::string& checkpoint_dir,
 
 bool IsSettingsChanged(const absl::Status& status) {
   return status.GetPayload(kSettingsChangedPayload).has_value();
+}
+
+absl::Status AllCheckpointsDamaged(const std::vector<std::string>& damaged) {
+  absl::Status s = absl::DataLossError(absl::StrCat(
+      "every checkpoint of this run is damaged (", damaged.size(), ": ",
+      absl::StrJoin(damaged, ", "),
+      "; the reasons are logged above); not training again from step 0 over them. Delete "
+      "these directories (or set train.resume: never, or pass --overwrite) to start over, or "
+      "restore them from a copy"));
+  s.SetPayload(kAllCheckpointsDamagedPayload, absl::Cord("1"));
+  return s;
+}
+
+bool IsAllCheckpointsDamaged(const absl::Status& status) {
+  return status.GetPayload(kAllCheckpointsDamagedPayload).has_value();
 }
 
 }  // namespace ringmaster::trainer

@@ -55,4 +55,12 @@ absl::Status SettingsChanged(const std::string& checkpoint_dir,
                              const std::vector<SettingChange>& changes);
 bool IsSettingsChanged(const absl::Status& status);
 
+// The failure of a resume that found checkpoints but could read none of them (`damaged`, the
+// checkpoint directories, oldest first). Training again from step 0 would silently overwrite
+// them, so the run stops instead (one line, naming each directory and how to start over);
+// DataLoss, marked so that IsAllCheckpointsDamaged knows it and `ringmaster-trainer train`
+// exits kExitBadJob: a restart finds the same damage.
+absl::Status AllCheckpointsDamaged(const std::vector<std::string>& damaged);
+bool IsAllCheckpointsDamaged(const absl::Status& status);
+
 }  // namespace ringmaster::trainer

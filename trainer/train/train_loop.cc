@@ -146,6 +146,7 @@ absl::Status TrainLoop::RestoreLatest() {
   if (job_.train.resume == ResumeMode::kNever && world_.restart_count == 0) return StartOver();
   std::vector<std::string> all = ListShardedCheckpoints(job_.output.dir);
   // Newest first; a checkpoint any rank cannot read is skipped by all ranks together.
+  std::vector<std::string> damaged;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     absl::StatusOr<LoadedShard> d = engine_->ReadCheckpoint(*it);
     if (!d.ok() && d.status().code() == absl::StatusCode::kFailedPrecondition) return d.status();
@@ -176,6 +177,7 @@ absl::Status TrainLoop::RestoreLatest() {
       LogWarning(absl::StrCat("skipping damaged checkpoint: ",
                               d.ok() ? absl::StrCat(*it, ": unreadable on another rank")
                                      : std::string(d.status().message())));
+      damaged.insert(damaged.begin(), *it);
       continue;
     }
     RM_RETURN_IF_ERROR(engine_->LoadCheckpoint(*d));
@@ -215,6 +217,8 @@ absl::Status TrainLoop::RestoreLatest() {
     }
     return absl::OkStatus();
   }
+  // Checkpoints exist but none could be read: a fresh start would overwrite them one by one.
+  if (!damaged.empty()) return AllCheckpointsDamaged(damaged);
   return absl::OkStatus();
 }
 

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# ctest-labels: security;integration
+# Issue #20, item 6: an error that no restart can fix must not spend the restart budget. The
+# agent runs with --allowed-root and the job's output.dir lies outside it: the agent refuses to
+# start the ranks, marked as a deterministic start-up error, and the job fails at once, at
+# generation 0 with 0 of its 3 restarts used, saying why and that it was not restarted.
+# Before the fix the coordinator treated the refusal as a rank that failed to start, restarted
+# three times into the same refusal and ended with "restart limit reached (... 3 used)".
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib/cluster.sh
+source "$here/../lib/cluster.sh"
+# shellcheck source=lib/security.sh
+source "$here/lib/security.sh"
+work=$(mktemp -d)
+trap 'cluster_stop; rm -rf "$work"' EXIT
+cluster_init "$work"
+fail() { echo "FAIL: $*"; cluster_logs; exit 1; }
+mkdir -p "$work/root" "$work/outside"
+start_coordinator
+start_agent a --allowed-root "$work/root"
+wait_until 30 "agent a to be Ready" ready_nodes 1 || fail "agent a did not register"
+
+tiny_job "$work/root"
+sed -i "s|dir: out,|dir: $work/outside/out,|" "$work/root/job.yaml"
+echo "restart: {max_restarts: 3}" >>"$work/root/job.yaml"
+grep -q "dir: $work/outside/out," "$work/root/job.yaml" || fail "the job file was not rewritten"
+id=$(cd "$work/root" && "$CP_CLI" submit job.yaml) || fail "submit failed"
+wait_until 120 "job $id to end" job_ended "$id" || fail "job $id did not end"
+"$CP_CLI" status "$id" >"$work/status.txt"
+cat "$work/status.txt"
+[[ $(job_field "$id" phase) == Failed ]] || fail "job $id is not Failed"
+[[ $(job_field "$id" restarts) == 0/3 ]] || fail "restarts were spent: $(job_field "$id" restarts)"
+grep -q "deterministic_startup: .*outside.*not restarted" "$work/status.txt" ||
+  fail "the error does not say it is a deterministic start-up error about the path"
+[[ ! -e $work/outside/out ]] || fail "something was created outside the allowed root"
+echo "job $id: Failed at once (deterministic start-up error), 0 of 3 restarts used"
+echo "path_refusal_no_restart: 1 passed, 0 failed"
