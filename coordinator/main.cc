@@ -2,7 +2,7 @@
 //
 //   ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]
 //       [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]
-//       [--stall-after 10s] [--metrics-listen HOST:PORT]
+//       [--stall-after 10s] [--metrics-listen HOST:PORT] [--forget-lost-after 24h]
 //       (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure-loopback)
 //       [--join-token-file FILE] [--submit-token-file FILE]
 //
@@ -48,7 +48,7 @@ using ringmaster::LogWarning;
 constexpr char kUsage[] =
     "usage: ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]\n"
     "         [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]\n"
-    "         [--stall-after 10s] [--metrics-listen HOST:PORT]\n"
+    "         [--stall-after 10s] [--metrics-listen HOST:PORT] [--forget-lost-after 24h]\n"
     "         (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure-loopback)\n"
     "         [--join-token-file FILE] [--submit-token-file FILE]\n"
     "Tokens default to $RINGMASTER_JOIN_TOKEN and $RINGMASTER_SUBMIT_TOKEN. Plaintext\n"
@@ -59,6 +59,7 @@ struct Flags {
   std::string db;
   std::string advertise;
   absl::Duration lost_after = absl::Seconds(10);
+  absl::Duration forget_lost_after = absl::Hours(24);  // 0: lost nodes are never forgotten
   absl::Duration last_call = absl::Seconds(5);
   absl::Duration join_timeout = absl::Seconds(300);
   int master_port = 29500;
@@ -105,6 +106,8 @@ int ParseFlags(int argc, char** argv, Flags* f) {
       f->advertise = v;
     } else if (arg == "--lost-after") {
       ok = ParseDurationFlag(arg, v, &f->lost_after);
+    } else if (arg == "--forget-lost-after") {
+      ok = ParseDurationFlag(arg, v, &f->forget_lost_after);
     } else if (arg == "--last-call") {
       ok = ParseDurationFlag(arg, v, &f->last_call);
     } else if (arg == "--join-timeout") {
@@ -215,6 +218,7 @@ int main(int argc, char** argv) {
   if ((*db)->created()) LogInfo(absl::StrCat("created a new coordinator database at ", flags.db));
   rc::ClusterOptions options;
   options.lost_after = flags.lost_after;
+  options.forget_lost_after = flags.forget_lost_after;
   options.heartbeat_interval = std::max(flags.lost_after / 5, absl::Milliseconds(100));
   options.windows.last_call = flags.last_call;
   options.windows.join_timeout = flags.join_timeout;
