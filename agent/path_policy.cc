@@ -1,12 +1,15 @@
 #include "agent/path_policy.h"
 
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/open_beneath.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -38,6 +41,11 @@ absl::Status CheckPathWithinRoots(const std::string& field, const std::string& p
     return absl::InvalidArgumentError(absl::StrCat(field, " '", path.substr(0, 1024), "' ", why,
                                                    " (allowed roots: ", joined, ")"));
   };
+  if (std::optional<size_t> at = FindControlCharacter(path)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s holds a control character (byte 0x%02x at offset %d); refused", field,
+                        static_cast<unsigned char>(path[*at]), *at));
+  }
   if (!fs::path(path).is_absolute()) return refuse("is not an absolute path");
   absl::StatusOr<fs::path> p = Canonical(path);
   if (!p.ok()) return refuse(std::string(p.status().message()));
@@ -47,6 +55,20 @@ absl::Status CheckPathWithinRoots(const std::string& field, const std::string& p
     if (root.ok() && Within(*p, *root)) return absl::OkStatus();
   }
   return refuse(absl::StrCat("resolves to '", p->string(), "', outside the allowed roots"));
+}
+
+std::string RootHolding(const std::string& path, const std::vector<std::string>& roots) {
+  auto normal = [](const fs::path& x) {
+    fs::path n = x.lexically_normal();
+    return !n.has_filename() && n.has_relative_path() ? n.parent_path() : n;
+  };
+  const fs::path p = normal(path);
+  for (const std::string& r : roots) {
+    if (p == normal(r) || Within(p, normal(r))) return r;
+    absl::StatusOr<fs::path> c = Canonical(r);
+    if (c.ok() && (p == *c || Within(p, *c))) return c->string();
+  }
+  return "";
 }
 
 absl::Status CheckJobPaths(const trainer::JobSpec& spec, const std::vector<std::string>& roots) {

@@ -122,5 +122,24 @@ TEST_F(PathPolicyTest, JobPathsAreAllCheckedAndTheFieldIsNamed) {
               HasSubstr("model.init_from/model.safetensors"));
 }
 
+// Issue #20, item 2: "<outside>/a\0/../../<root>/x" is lexically inside the root, but C calls
+// stop at the NUL and would create <outside>/a. Any control character is refused.
+TEST_F(PathPolicyTest, ControlCharactersAreRefused) {
+  const std::string nul = (dir_ / "secret" / "a").string() + std::string("\0", 1) + "/../../../" +
+                          (dir_ / "out" / "x").string();
+  absl::Status s = CheckPathWithinRoots("output.dir", nul, roots_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("output.dir holds a control character (byte 0x00"));
+  EXPECT_FALSE(Check((dir_ / "data").string() + "/a\nb").ok());
+  EXPECT_FALSE(fs::exists(dir_ / "secret" / "a"));
+}
+
+TEST_F(PathPolicyTest, RootHoldingNamesTheRootAPathLiesBelow) {
+  EXPECT_EQ(RootHolding((dir_ / "out" / "run1").string(), roots_), roots_[1]);
+  EXPECT_EQ(RootHolding((dir_ / "out").string(), roots_), roots_[1]);
+  EXPECT_EQ(RootHolding((dir_ / "data2" / "x").string(), roots_), "");
+  EXPECT_EQ(RootHolding((dir_ / "out" / "..").string() + "/secret", roots_), "");
+}
+
 }  // namespace
 }  // namespace ringmaster::agent

@@ -15,6 +15,7 @@
 #include "agent/path_policy.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
+#include "common/open_beneath.h"
 #include "common/rank_status.h"
 #include "google/protobuf/util/time_util.h"
 #include "jobspec/job_spec.h"
@@ -206,6 +207,19 @@ absl::Status RankSupervisor::Prepare(const v1::StartRanks& cmd, Generation* gen)
   if (absl::Status s = CheckJobPaths(*spec, options_.allowed_roots); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(cmd.job_id(), ": ", s.message()));
   }
+  if (!options_.allowed_roots.empty()) {
+    // Created here relative to the root, following no link (a link planted below the root
+    // cannot move it); the trainer is told the root and checks the same (file_util.h).
+    gen->output_root = RootHolding(spec->output.dir, options_.allowed_roots);
+    if (gen->output_root.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(cmd.job_id(), ": output.dir '", spec->output.dir,
+                       "' is not written below an allowed root (write it without links)"));
+    }
+    if (absl::Status s = MakeDirsBeneath(gen->output_root, spec->output.dir); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(cmd.job_id(), ": output.dir: ", s.message()));
+    }
+  }
   gen->dir = (std::filesystem::path(options_.work_dir) / "jobs" / cmd.job_id() /
               absl::StrCat("gen-", cmd.generation()))
                  .string();
@@ -233,6 +247,7 @@ void RankSupervisor::Launch(Generation& gen, Rank& rank) {
   }
   for (const auto& [k, v] : gen.cmd.common_env()) spec.env[k] = v;
   for (const auto& [k, v] : rank.launch.env()) spec.env[k] = v;
+  if (!gen.output_root.empty()) spec.env["RINGMASTER_ALLOWED_ROOT"] = gen.output_root;
   spec.env["CUDA_VISIBLE_DEVICES"] =
       VisibleDevicesFor(rank.launch.gpu_index(), agent_env_("CUDA_VISIBLE_DEVICES"));
   rank.log_path =

@@ -145,6 +145,7 @@ class RankSupervisor {
     std::string job_file;
     std::string dir;
     std::string output_dir;          // the job's output.dir: its committed checkpoints
+    std::string output_root;         // the allowed root holding it, for the trainer; or empty
     std::map<uint32_t, Rank> ranks;  // by global rank
     int64_t global_batch_size = 0, max_steps = 0;  // the spec's, for progress
   };

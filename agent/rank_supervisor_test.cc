@@ -211,7 +211,10 @@ TEST_F(RankSupervisorTest, PathsOutsideTheAllowedRootsFailEveryRankAsDeterminist
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("data.train"));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr((dir_ / "jobs").string()));
 
-  // A symlink inside the root that leads outside it.
+  // A symlink inside the root that leads outside it (in place of the output.dir the agent
+  // created for "ok", below the root and following no link).
+  ASSERT_TRUE(fs::is_directory(dir_ / "jobs" / "out"));
+  fs::remove_all(dir_ / "jobs" / "out");
   fs::create_directory_symlink(dir_ / "secret", dir_ / "jobs" / "out");
   r = sup.Start(3, confined("symlink", kJob), t_);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("output.dir"));

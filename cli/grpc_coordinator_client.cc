@@ -106,13 +106,22 @@ absl::StatusOr<v1::JobStatus> GrpcCoordinatorClient::CancelJob(const std::string
 }
 
 absl::StatusOr<v1::ListNodesResponse> GrpcCoordinatorClient::ListNodes() {
-  grpc::ClientContext ctx;
-  impl_->Prepare(&ctx);
-  v1::ListNodesResponse resp;
-  if (grpc::Status s = impl_->stub->ListNodes(&ctx, v1::ListNodesRequest(), &resp); !s.ok()) {
-    return impl_->Error(s);
+  // Every page, one call each (the coordinator pages its registry, issue #20); a coordinator
+  // without paging sends everything at once and no token.
+  v1::ListNodesResponse all;
+  v1::ListNodesRequest req;
+  for (int page = 0;; ++page) {
+    if (page >= 10000)
+      return absl::InternalError("ListNodes: the coordinator never ended its pages");
+    grpc::ClientContext ctx;
+    impl_->Prepare(&ctx);
+    v1::ListNodesResponse resp;
+    if (grpc::Status s = impl_->stub->ListNodes(&ctx, req, &resp); !s.ok()) return impl_->Error(s);
+    for (v1::NodeInfo& n : *resp.mutable_nodes()) *all.add_nodes() = std::move(n);
+    if (resp.next_page_token().empty() || resp.next_page_token() == req.page_token()) break;
+    req.set_page_token(resp.next_page_token());
   }
-  return resp;
+  return all;
 }
 
 absl::StatusOr<v1::GetLogsResponse> GrpcCoordinatorClient::GetLogs(const v1::GetLogsRequest& req) {

@@ -2,7 +2,7 @@
 //
 //   ringmaster-coordinator --listen HOST:PORT --db PATH [--advertise HOST:PORT]   (--help: all)
 //       [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]
-//       [--stall-after 10s] [--metrics-listen HOST:PORT]
+//       [--stall-after 10s] [--metrics-listen HOST:PORT] [--forget-lost-after 24h]
 //       (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure-loopback)
 //       [--join-token-file FILE] [--submit-token-file FILE]
 //
@@ -53,6 +53,7 @@ struct Flags {
   std::string db;
   std::string advertise;
   absl::Duration lost_after = absl::Seconds(10);
+  absl::Duration forget_lost_after = absl::Hours(24);  // 0: lost nodes are never forgotten
   absl::Duration last_call = absl::Seconds(5);
   absl::Duration join_timeout = absl::Seconds(300);
   int master_port = 29500;
@@ -79,7 +80,7 @@ int ParseFlags(int argc, char** argv, Flags* f) {
   ringmaster::FlagSet fs("ringmaster-coordinator",
                          "the control plane's server: jobs, nodes, rendezvous, plans");
   std::string lost_after = "10s", last_call = "5s", join_timeout = "300s", stall_after = "10s";
-  std::string master_port = "29500";
+  std::string master_port = "29500", forget_lost_after = "24h";
   fs.Value("--listen", "HOST:PORT", &f->listen, "required", "the gRPC address to serve on");
   fs.Value("--db", "PATH", &f->db, "required",
            "the SQLite job database (created when absent; survives restarts)");
@@ -96,6 +97,9 @@ int ParseFlags(int argc, char** argv, Flags* f) {
   fs.Value("--stall-after", "DURATION", &stall_after, stall_after,
            "ranks waiting this long in a collective others have not entered are named in\n"
            "the job's status (docs/control-plane.md)");
+  fs.Value("--forget-lost-after", "DURATION", &forget_lost_after, forget_lost_after,
+           "a Lost node no job holds is removed from the registry, the database and /metrics\n"
+           "this long after it went silent (0: never)");
   fs.Value("--metrics-listen", "HOST:PORT", &f->metrics_listen, "none (no /metrics)",
            "serves Prometheus' /metrics there; port 0 picks a free one (logged)");
   fs.Value("--tls-cert", "FILE", &f->tls.cert_file, "none", "the server certificate (TLS)");
@@ -124,7 +128,8 @@ int ParseFlags(int argc, char** argv, Flags* f) {
   if (!ParseDurationFlag("--lost-after", lost_after.c_str(), &f->lost_after) ||
       !ParseDurationFlag("--last-call", last_call.c_str(), &f->last_call) ||
       !ParseDurationFlag("--join-timeout", join_timeout.c_str(), &f->join_timeout) ||
-      !ParseDurationFlag("--stall-after", stall_after.c_str(), &f->stall_after)) {
+      !ParseDurationFlag("--stall-after", stall_after.c_str(), &f->stall_after) ||
+      !ParseDurationFlag("--forget-lost-after", forget_lost_after.c_str(), &f->forget_lost_after)) {
     return 2;
   }
   if (!absl::SimpleAtoi(master_port, &f->master_port) || f->master_port <= 0 ||
@@ -224,6 +229,7 @@ int main(int argc, char** argv) {
   if ((*db)->created()) LogInfo(absl::StrCat("created a new coordinator database at ", flags.db));
   rc::ClusterOptions options;
   options.lost_after = flags.lost_after;
+  options.forget_lost_after = flags.forget_lost_after;
   options.heartbeat_interval = std::max(flags.lost_after / 5, absl::Milliseconds(100));
   options.windows.last_call = flags.last_call;
   options.windows.join_timeout = flags.join_timeout;

@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/file_util.h"
+#include "common/open_beneath.h"
 #include "common/status_macros.h"
 #include "jobspec/key_suggestion.h"
 #include "jobspec/model_memory.h"
@@ -550,6 +551,21 @@ void Validate(const JobSpec& s, const Marks* marks,
     bad("name", absl::StrCat("'", s.name,
                              "' must be 1-128 letters, digits, '-', '_' or '.', starting with a "
                              "letter or digit"));
+  }
+
+  // Paths reach C calls, which stop at a NUL: "<outside>/a\0/../<root>/out" would be checked as
+  // one path and created as another. Control characters would forge log lines. Issue #20.
+  for (const auto& [field, path] :
+       {std::pair<const char*, const std::string*>{"model.init_from", &s.model.init_from},
+        {"model.vocab", &s.model.vocab},
+        {"data.train", &s.data.train},
+        {"data.eval", &s.data.eval},
+        {"output.dir", &s.output.dir}}) {
+    if (std::optional<size_t> at = FindControlCharacter(*path)) {
+      bad(field, absl::StrFormat("holds a control character (byte 0x%02x at offset %d); paths "
+                                 "may not contain any",
+                                 static_cast<unsigned char>((*path)[*at]), *at));
+    }
   }
 
   // model

@@ -226,6 +226,24 @@ TEST(JobSpecTest, RequiredFields) {
   EXPECT_THAT(ErrorOf("just text\n"), HasSubstr("expected a mapping of keys"));
 }
 
+// Issue #20, item 2: a NUL in a path would be checked as one path and opened as another (C calls
+// stop at it); control characters would forge log lines. Every path field refuses them.
+TEST(JobSpecTest, PathsRefuseControlCharacters) {
+  EXPECT_THAT(ErrorOf("model:\n  init_from: m\ndata:\n  train: t\noutput:\n"
+                      "  dir: \"/tmp/x/a/b\\0/../../../../srv/root/out\"\n"),
+              HasSubstr("output.dir: holds a control character (byte 0x00 at offset 10)"));
+  EXPECT_THAT(ErrorOf("model:\n  init_from: \"m\\nINFO forged\"\ndata:\n  train: t\noutput:\n"
+                      "  dir: o\n"),
+              HasSubstr("model.init_from: holds a control character (byte 0x0a"));
+  EXPECT_THAT(ErrorOf("model:\n  init_from: m\ndata:\n  train: \"t\\x1b[2J\"\n  eval: \"e\\x7f\"\n"
+                      "output:\n  dir: o\n"),
+              AllOf(HasSubstr("data.train: holds a control character (byte 0x1b"),
+                    HasSubstr("data.eval: holds a control character (byte 0x7f")));
+  EXPECT_TRUE(Parse("model:\n  init_from: m\ndata:\n  train: \"caf\\u00e9 t.tsv\"\noutput:\n"
+                    "  dir: o\n")
+                  .ok());
+}
+
 constexpr char kFromScratch[] = R"(model:
   config:
     hidden_size: 64

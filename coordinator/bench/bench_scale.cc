@@ -631,11 +631,19 @@ Result RunOnce(const Flags& flags, int n, const std::string& tmp_root) {
   // sets last_heartbeat_at after registered_at.
   int ready = 0;
   while (Clock::now() < deadline) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    // Every page (ListNodes pages its answer, at most 1000 nodes each).
     v1::ListNodesResponse nodes;
-    grpc::Status st = coordinator_stub->ListNodes(&ctx, v1::ListNodesRequest(), &nodes);
-    if (!st.ok()) Die("ListNodes: " + st.error_message());
+    v1::ListNodesRequest req;
+    req.set_page_size(1000);
+    do {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      v1::ListNodesResponse page;
+      grpc::Status st = coordinator_stub->ListNodes(&ctx, req, &page);
+      if (!st.ok()) Die("ListNodes: " + st.error_message());
+      for (v1::NodeInfo& ni : *page.mutable_nodes()) *nodes.add_nodes() = std::move(ni);
+      req.set_page_token(page.next_page_token());
+    } while (!req.page_token().empty());
     ready = 0;
     for (const v1::NodeInfo& ni : nodes.nodes()) {
       const auto& r = ni.registered_at();

@@ -2,10 +2,13 @@
 #include "coordinator/cluster/cluster.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -242,25 +245,69 @@ absl::StatusOr<v1::JobStatus> Cluster::CancelJob(const v1::CancelJobRequest& req
   return job->Status();
 }
 
-v1::ListNodesResponse Cluster::ListNodes() {
-  absl::MutexLock lock(&mu_);
+std::vector<const Cluster::Node*> Cluster::NodesByName() const {
   std::vector<const Node*> sorted;
+  sorted.reserve(nodes_.size());
   for (const auto& [id, n] : nodes_) sorted.push_back(&n);
   std::sort(sorted.begin(), sorted.end(), [](const Node* a, const Node* b) {
     return std::tie(a->inventory.node_name(), a->node_id) <
            std::tie(b->inventory.node_name(), b->node_id);
   });
+  return sorted;
+}
+
+void Cluster::FillNodeInfo(const Node& n, v1::NodeInfo* info) {
+  info->set_node_id(n.node_id);
+  *info->mutable_inventory() = n.inventory;
+  JobManager* job = JobHolding(n.node_id);
+  info->set_state(StateOf(n, job != nullptr));
+  if (job != nullptr) info->set_job_id(job->id());
+  SetTimestamp(n.registered_at, info->mutable_registered_at());
+  SetTimestamp(n.last_heartbeat_at, info->mutable_last_heartbeat_at());
+  *info->mutable_agent_version() = n.agent_version;
+}
+
+v1::ListNodesResponse Cluster::ListNodes() {
+  absl::MutexLock lock(&mu_);
   v1::ListNodesResponse response;
-  for (const Node* n : sorted) {
+  for (const Node* n : NodesByName()) FillNodeInfo(*n, response.add_nodes());
+  return response;
+}
+
+absl::StatusOr<v1::ListNodesResponse> Cluster::ListNodes(const v1::ListNodesRequest& request) {
+  constexpr uint32_t kDefaultPage = 500, kMaxPage = 1000;
+  // Well under gRPC's default 4 MiB limit on a received message (issue #20: 2000 nodes made one
+  // 8 MB response that no client could read).
+  constexpr size_t kMaxPageBytes = size_t{2} << 20;
+  const uint32_t limit =
+      request.page_size() == 0 ? kDefaultPage : std::min(request.page_size(), kMaxPage);
+  // The token is the last node sent: "<node id>/<node name>" (ids hold no '/').
+  std::optional<std::pair<std::string, std::string>> after;  // (name, id)
+  if (!request.page_token().empty()) {
+    const std::string& t = request.page_token();
+    const size_t slash = t.find('/');
+    if (t.size() > 512 || slash == std::string::npos || !absl::StartsWith(t, "node-")) {
+      return absl::InvalidArgumentError("ListNodes: page_token is not one this coordinator gave");
+    }
+    after.emplace(t.substr(slash + 1), t.substr(0, slash));
+  }
+  absl::MutexLock lock(&mu_);
+  v1::ListNodesResponse response;
+  size_t bytes = 0;
+  const Node* last = nullptr;
+  for (const Node* n : NodesByName()) {
+    if (after &&
+        std::tie(n->inventory.node_name(), n->node_id) <= std::tie(after->first, after->second)) {
+      continue;
+    }
+    if (static_cast<uint32_t>(response.nodes_size()) >= limit || bytes >= kMaxPageBytes) {
+      response.set_next_page_token(absl::StrCat(last->node_id, "/", last->inventory.node_name()));
+      break;
+    }
     v1::NodeInfo* info = response.add_nodes();
-    info->set_node_id(n->node_id);
-    *info->mutable_inventory() = n->inventory;
-    JobManager* job = JobHolding(n->node_id);
-    info->set_state(StateOf(*n, job != nullptr));
-    if (job != nullptr) info->set_job_id(job->id());
-    SetTimestamp(n->registered_at, info->mutable_registered_at());
-    SetTimestamp(n->last_heartbeat_at, info->mutable_last_heartbeat_at());
-    *info->mutable_agent_version() = n->agent_version;
+    FillNodeInfo(*n, info);
+    bytes += info->ByteSizeLong() + 8;  // + the field's tag and length
+    last = n;
   }
   return response;
 }
@@ -567,7 +614,45 @@ void Cluster::Tick() {
     }
   }
   for (auto& job : jobs_) LogIfError(job->Tick(), absl::StrCat("job ", job->id()));
+  ForgetLostNodes(now);
   Schedule();
+}
+
+void Cluster::ForgetLostNodes(absl::Time now) {
+  if (options_.forget_lost_after <= absl::ZeroDuration()) return;
+  std::vector<std::string> forgotten;
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    Node& node = it->second;
+    // Silent since its last heartbeat, but never counted from before this coordinator started:
+    // a restart after a long outage gives every agent the whole window to reconnect (and the
+    // database's last_seen_at is the registration time). A node some job still counts on stays
+    // until that job has moved on.
+    const absl::Duration silent = now - std::max(node.last_heartbeat_at, started_at_);
+    const bool forget = node.lost && silent >= options_.forget_lost_after &&
+                        !node.outbox->attached() && JobHolding(node.node_id) == nullptr;
+    if (!forget) {
+      ++it;
+      continue;
+    }
+    // A flood of registrations expires as one: the first few are named, the rest counted.
+    if (forgotten.size() < 10) {
+      LogInfo(absl::StrCat("node ", node.node_id, " (", node.inventory.node_name(),
+                           ") forgotten: lost for ", absl::FormatDuration(silent),
+                           " (--forget-lost-after ",
+                           absl::FormatDuration(options_.forget_lost_after), ")"));
+    }
+    forgotten.push_back(node.node_id);
+    auto by_name = node_by_name_.find(node.inventory.node_name());
+    if (by_name != node_by_name_.end() && by_name->second == node.node_id) {
+      node_by_name_.erase(by_name);
+    }
+    it = nodes_.erase(it);
+  }
+  if (forgotten.size() > 10) {
+    LogInfo(absl::StrCat(forgotten.size() - 10, " more lost nodes forgotten"));
+  }
+  // One transaction for all of them: the lock is held meanwhile.
+  LogIfError(db_.DeleteNodes(forgotten), "forgetting lost nodes");
 }
 
 void Cluster::OfferFreeNodes() {

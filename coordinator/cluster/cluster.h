@@ -47,6 +47,9 @@ namespace ringmaster::coordinator {
 
 struct ClusterOptions {
   absl::Duration lost_after = absl::Seconds(10);
+  // A node lost this long (silent since its last heartbeat) and held by no job is forgotten:
+  // removed from the registry, the database and /metrics (--forget-lost-after). Zero: never.
+  absl::Duration forget_lost_after = absl::Hours(24);
   absl::Duration heartbeat_interval = absl::Seconds(2);  // told to agents at Register
   RendezvousOptions windows;                             // last_call, join_timeout
   JobManagerOptions job;                                 // incl. stall_after (--stall-after)
@@ -84,7 +87,10 @@ class Cluster {
   absl::StatusOr<v1::JobStatus> GetJob(const std::string& job_id);
   absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& request);
   absl::StatusOr<v1::JobStatus> CancelJob(const v1::CancelJobRequest& request);
-  v1::ListNodesResponse ListNodes();
+  v1::ListNodesResponse ListNodes();  // every node, in one response (tests, the server's own)
+  // One page of nodes by (name, id): at most request.page_size (0: 500; at most 1000) and about
+  // 2 MiB, after request.page_token. InvalidArgument for a token this coordinator did not give.
+  absl::StatusOr<v1::ListNodesResponse> ListNodes(const v1::ListNodesRequest& request);
   // Jobs in per-job detail: every job that has not ended plus those that ended (last update)
   // within `keep_ended`, so that the metrics' label sets stay bounded.
   ClusterSnapshot Snapshot(absl::Duration keep_ended);
@@ -112,7 +118,7 @@ class Cluster {
   absl::Status OnAgentMessage(const v1::AgentMessage& message);
 
   // ---- Time
-  // Lost nodes and rendezvous deadlines; the server calls it a few times a second.
+  // Lost and forgotten nodes, rendezvous deadlines; the server calls it a few times a second.
   void Tick();
 
   // ---- Watching
@@ -150,6 +156,10 @@ class Cluster {
   Node& AddNode(std::string node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ready, Busy (`busy`: held by a job) or Lost.
   static v1::NodeState StateOf(const Node& node, bool busy);
+  void FillNodeInfo(const Node& node, v1::NodeInfo* info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<const Node*> NodesByName() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes nodes lost for options_.forget_lost_after (Tick).
+  void ForgetLostNodes(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NodeLost(Node& node, std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopStaleRanks(Node& node, const v1::RankProgress& report, const JobManager& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

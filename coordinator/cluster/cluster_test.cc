@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "coordinator/cluster/api_version.h"
 #include "coordinator/cluster/proto_convert.h"
@@ -597,6 +598,78 @@ TEST_F(ClusterTest, StragglerScoresOnceEveryRankHasReportedTimings) {
   // A new generation starts over.
   Heartbeat(nodes[1], {Rank(job, 0, 1, v1::RANK_PROCESS_STATE_EXITED, 1)});
   EXPECT_EQ(Job(job).stragglers_size(), 0);
+}
+
+// Issue #20, item 3: a lost node is forgotten after forget_lost_after (registry, database, the
+// snapshot /metrics is built from); a node some job holds, or a live one, is kept.
+TEST_F(ClusterTest, LostNodesAreForgottenAfterTheExpiry) {
+  options_.forget_lost_after = absl::Minutes(5);
+  Open();
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string b = Connect("b", "10.0.0.2");
+  cluster_->DetachStream(b, epochs_[b]);
+  for (int i = 0; i < 4; ++i) {  // a keeps talking for 4 minutes, b is silent
+    clock_.Advance(absl::Minutes(1));
+    Heartbeat(a);
+    cluster_->Tick();
+  }
+  ASSERT_EQ(cluster_->ListNodes().nodes_size(), 2);
+  EXPECT_EQ(cluster_->ListNodes().nodes(1).state(), v1::NODE_STATE_LOST);
+  clock_.Advance(absl::Minutes(1));
+  Heartbeat(a);
+  cluster_->Tick();
+  v1::ListNodesResponse nodes = cluster_->ListNodes();
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).node_id(), a);
+  ASSERT_EQ(cluster_->Snapshot(absl::Hours(1)).nodes.size(), 1u);
+  // Gone from the database too: a restarted coordinator does not bring it back.
+  Open();
+  nodes = cluster_->ListNodes();
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).inventory().node_name(), "a");
+  // b's agent coming back registers anew under its name.
+  EXPECT_TRUE(cluster_->Register(Registration("b", "10.0.0.2")).ok());
+  EXPECT_EQ(cluster_->ListNodes().nodes_size(), 2);
+}
+
+TEST_F(ClusterTest, LostNodesAreKeptWhenForgettingIsOff) {
+  options_.forget_lost_after = absl::ZeroDuration();
+  Open();
+  const std::string b = Connect("b", "10.0.0.2");
+  cluster_->DetachStream(b, epochs_[b]);
+  clock_.Advance(absl::Hours(24 * 30));
+  cluster_->Tick();
+  ASSERT_EQ(cluster_->ListNodes().nodes_size(), 1);
+  EXPECT_EQ(cluster_->ListNodes().nodes(0).state(), v1::NODE_STATE_LOST);
+}
+
+// Issue #20, item 3: ListNodes comes in pages that together hold every node once, in order.
+TEST_F(ClusterTest, ListNodesPagesThroughEveryNode) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 25; ++i) {
+    names.push_back(absl::StrFormat("n-%03d", i));
+    ASSERT_TRUE(cluster_->Register(Registration(names.back(), "10.0.0.1")).ok());
+  }
+  v1::ListNodesRequest req;
+  req.set_page_size(10);
+  std::vector<std::string> seen;
+  std::vector<int> sizes;
+  for (int page = 0; page < 10; ++page) {
+    absl::StatusOr<v1::ListNodesResponse> r = cluster_->ListNodes(req);
+    ASSERT_TRUE(r.ok()) << r.status();
+    sizes.push_back(r->nodes_size());
+    for (const v1::NodeInfo& n : r->nodes()) seen.push_back(n.inventory().node_name());
+    if (r->next_page_token().empty()) break;
+    req.set_page_token(r->next_page_token());
+  }
+  EXPECT_THAT(sizes, ElementsAre(10, 10, 5));
+  EXPECT_EQ(seen, names);
+  // The default page holds all 25; a made-up token is refused.
+  v1::ListNodesRequest all;
+  EXPECT_EQ(cluster_->ListNodes(all)->nodes_size(), 25);
+  EXPECT_TRUE(cluster_->ListNodes(all)->next_page_token().empty());
+  all.set_page_token("garbage");
+  EXPECT_EQ(cluster_->ListNodes(all).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -84,15 +84,14 @@ grpc::Status CoordinatorServiceImpl::GetLogs(grpc::ServerContext* context,
 }
 
 grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext* context,
-                                               const v1::ListNodesRequest*,
+                                               const v1::ListNodesRequest* request,
                                                v1::ListNodesResponse* response) {
   if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kRead,
                                                   "Coordinator/ListNodes");
       !auth.ok()) {
     return auth;
   }
-  *response = cluster_.ListNodes();
-  return grpc::Status::OK;
+  return Reply(cluster_.ListNodes(*request), response);
 }
 
 grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* context,

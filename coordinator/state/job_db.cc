@@ -526,6 +526,30 @@ absl::Status JobDb::DeleteNode(const std::string& node_id) {
   return absl::OkStatus();
 }
 
+absl::Status JobDb::DeleteNodes(const std::vector<std::string>& node_ids) {
+  if (node_ids.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  RM_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  absl::Status result = absl::OkStatus();
+  for (const std::string& id : node_ids) {
+    Statement st;
+    int rc = sqlite3_prepare_v2(db_, "DELETE FROM nodes WHERE id = ?", -1, st.out(), nullptr);
+    if (rc != SQLITE_OK) {
+      result = Error(rc, "preparing a node delete");
+      break;
+    }
+    st.Bind(1, id);
+    rc = st.Step();
+    if (rc != SQLITE_DONE) {
+      result = Error(rc, absl::StrCat("deleting node ", id));
+      break;
+    }
+  }
+  if (result.ok()) result = Exec("COMMIT");
+  if (!result.ok()) Exec("ROLLBACK").IgnoreError();
+  return result;
+}
+
 absl::StatusOr<std::vector<NodeRecord>> JobDb::ListNodes() {
   absl::MutexLock lock(&mu_);
   Statement q;

@@ -89,6 +89,9 @@ class JobDb {
   absl::Status UpsertNode(const NodeRecord& node);
   absl::Status TouchNode(const std::string& node_id);  // last_seen_at = now
   absl::Status DeleteNode(const std::string& node_id);
+  // Deletes every node of `node_ids` in one transaction (unknown ids are skipped): forgetting
+  // 2000 lost nodes one fsync at a time held the coordinator for ~16 s.
+  absl::Status DeleteNodes(const std::vector<std::string>& node_ids);
   absl::StatusOr<std::vector<NodeRecord>> ListNodes();  // by node name
 
   const std::string& path() const { return path_; }

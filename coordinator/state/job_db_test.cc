@@ -262,6 +262,15 @@ TEST_F(JobDbTest, NodesUpsertTouchDelete) {
   ASSERT_TRUE(db->DeleteNode("n-1").ok());
   EXPECT_EQ(db->DeleteNode("n-1").code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(db->ListNodes()->empty());
+  // Many at once, in one transaction; unknown ids are skipped.
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(db->UpsertNode(NewNode(absl::StrCat("m-", i), "x", 0)).ok());
+  ASSERT_TRUE(db->DeleteNodes({"m-0", "m-2", "m-4", "n-9"}).ok());
+  nodes = db->ListNodes();
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].node_id, "m-1");
+  EXPECT_EQ((*nodes)[1].node_id, "m-3");
 }
 
 TEST_F(JobDbTest, InMemoryDatabaseForTests) {

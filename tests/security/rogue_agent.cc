@@ -7,6 +7,8 @@
 //       a row while refused);
 //   rogue_agent register --name NAME --address ADDR [--hold SECONDS]
 //       registers NAME from ADDR and, with --hold, opens the stream the registration allows;
+//   rogue_agent register --name NAME --address ADDR --repeat N
+//       registers NAME-0 .. NAME-(N-1), each with the largest inventory the caps allow;
 //   rogue_agent submit --job FILE [--request-id-bytes N] [--base-dir DIR | --base-dir-bytes N]
 //       submits FILE with an oversized or malformed field (submit token from
 //       RINGMASTER_TOKEN_FILE).
@@ -130,6 +132,32 @@ int main(int argc, char** argv) {
       if (rc != 2) break;
     }
     return rc;
+  }
+  if (mode == "register" && flags.count("--repeat")) {
+    // A flood: N registrations NAME-0 .. NAME-(N-1), each inventory as large as the caps allow
+    // (hostname and rack 256 bytes, 16 addresses of 256), as fast as the coordinator answers.
+    const int repeat = std::atoi(flags["--repeat"].c_str());
+    int registered = 0;
+    for (int i = 0; i < repeat; ++i) {
+      v1::RegisterRequest req;
+      req.mutable_agent_version()->set_major(1);
+      v1::NodeInventory* inv = req.mutable_inventory();
+      inv->set_node_name(flags["--name"] + "-" + std::to_string(i));
+      inv->set_hostname(std::string(256, 'h'));
+      inv->set_rack(std::string(256, 'r'));
+      inv->add_addresses(flags["--address"]);
+      for (int a = 1; a < 16; ++a) inv->add_addresses(std::string(256, static_cast<char>('a' + a)));
+      inv->set_cpu_cores(1);
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      sec::AttachToken(&ctx, join);
+      v1::RegisterResponse resp;
+      grpc::Status s = stub->Register(&ctx, req, &resp);
+      if (!s.ok()) return Refused(s);
+      ++registered;
+    }
+    std::cout << "registered: " << registered << " nodes" << std::endl;
+    return 0;
   }
   if (mode == "register") {
     v1::RegisterRequest req;

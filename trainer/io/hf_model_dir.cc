@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "common/open_beneath.h"
 #include "common/status_macros.h"
 #include "trainer/io/safetensors.h"
 
@@ -92,10 +93,11 @@ std::string SpecialTokensMapJson() {
 }
 
 // Writes all files of the export into `tmp` (which exists and is empty).
-absl::Status WriteExportFiles(const std::string& tmp, const BertConfig& config,
-                              const ParamLayout& layout, const float* params,
-                              const std::string& vocab) {
-  RM_RETURN_IF_ERROR(WriteFileAtomic(tmp + "/config.json", BertConfigToJson(config)));
+absl::Status WriteExportFiles(const std::string& parent, const std::string& tmp,
+                              const BertConfig& config, const ParamLayout& layout,
+                              const float* params, const std::string& vocab) {
+  RM_RETURN_IF_ERROR(
+      WriteFileAtomicBeneath(parent, tmp + "/config.json", BertConfigToJson(config)));
   std::vector<TensorToWrite> tensors;
   tensors.reserve(layout.specs.size());
   for (const ParamSpec& s : layout.specs) {
@@ -104,7 +106,7 @@ absl::Status WriteExportFiles(const std::string& tmp, const BertConfig& config,
   // transformers refuses a safetensors checkpoint whose metadata lacks "format" (it tells the
   // loader which framework's layout the tensors are in).
   RM_RETURN_IF_ERROR(WriteSafetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}}));
-  RM_RETURN_IF_ERROR(WriteFileAtomic(tmp + "/vocab.txt", vocab));
+  RM_RETURN_IF_ERROR(WriteFileAtomicBeneath(parent, tmp + "/vocab.txt", vocab));
   return absl::OkStatus();
 }
 
@@ -241,13 +243,18 @@ absl::Status ExportHfModelDir(const std::string& dir_in, const BertConfig& confi
   const std::string tmp = absl::StrCat(dir, ".tmp-", ::getpid());
   const std::string old = absl::StrCat(dir, ".old-", ::getpid());
   RM_RETURN_IF_ERROR(RemoveAll(tmp));  // left by an earlier crash of a process with our pid
-  RM_RETURN_IF_ERROR(MakeDirs(tmp));
+  // Below the parent nothing is written through a link (issue #20): the export's files are
+  // created in a directory made and reached without following links.
+  RM_RETURN_IF_ERROR(MakeDirsBeneath(parent, tmp));
 
-  absl::Status s = WriteExportFiles(tmp, config, layout, params, vocab);
+  absl::Status s = WriteExportFiles(parent, tmp, config, layout, params, vocab);
   if (s.ok()) {
-    s = WriteFileAtomic(tmp + "/tokenizer_config.json", TokenizerConfigJson(config, do_lower_case));
+    s = WriteFileAtomicBeneath(parent, tmp + "/tokenizer_config.json",
+                               TokenizerConfigJson(config, do_lower_case));
   }
-  if (s.ok()) s = WriteFileAtomic(tmp + "/special_tokens_map.json", SpecialTokensMapJson());
+  if (s.ok()) {
+    s = WriteFileAtomicBeneath(parent, tmp + "/special_tokens_map.json", SpecialTokensMapJson());
+  }
   if (!s.ok()) {
     RemoveAll(tmp).IgnoreError();
     return s;

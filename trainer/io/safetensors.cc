@@ -487,7 +487,8 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorT
   const uint64_t header_len = header_text.size();
 
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a link planted under the temporary name is not written through (issue #20).
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("cannot create", tmp);
   absl::Status s = WriteAll(fd, &header_len, 8, tmp);
   if (s.ok()) s = WriteAll(fd, header_text.data(), header_text.size(), tmp);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
 #include "common/log.h"
+#include "common/open_beneath.h"
 #include "common/status_macros.h"
 #include "trainer/io/safetensors.h"
 
@@ -329,23 +330,25 @@ absl::Status ValidateSaveArgs(int rank, int world_size, const CheckpointMeta& me
   return absl::OkStatus();
 }
 
-// Rank 0, phase 1: a fresh temporary directory holding the save id.
-absl::Status PrepareTmp(const std::string& root, const std::string& tmp,
-                        const std::string& save_id) {
-  RM_RETURN_IF_ERROR(MakeDirs(root));
+// Rank 0, phase 1: a fresh temporary directory holding the save id. Everything below
+// output_dir is created without following links (issue #20): a checkpoints/ planted as a link to
+// somewhere else is refused, not written through.
+absl::Status PrepareTmp(const std::string& output_dir, const std::string& root,
+                        const std::string& tmp, const std::string& save_id) {
+  RM_RETURN_IF_ERROR(MakeDirsBeneath(output_dir, root));
   std::error_code ec;
   fs::remove_all(tmp, ec);
   if (ec) {
     return absl::InternalError(
         absl::StrCat("cannot remove stale directory ", tmp, ": ", ec.message()));
   }
-  RM_RETURN_IF_ERROR(MakeDirs(tmp));
-  return WriteFileAtomic(Join(tmp, kSaveIdName), save_id);
+  RM_RETURN_IF_ERROR(MakeDirsBeneath(output_dir, tmp));
+  return WriteFileAtomicBeneath(output_dir, Join(tmp, kSaveIdName), save_id);
 }
 
 // Every rank, phase 2: the shard file and the report rank 0 builds the manifest from.
-absl::Status WriteShard(const std::string& tmp, int rank, int world_size,
-                        const CheckpointMeta& meta, const ShardRanges& mine,
+absl::Status WriteShard(const std::string& output_dir, const std::string& tmp, int rank,
+                        int world_size, const CheckpointMeta& meta, const ShardRanges& mine,
                         const float* const bufs[3], const std::string& save_id) {
   ShardEntry entry;
   entry.rank = rank;
@@ -366,6 +369,8 @@ absl::Status WriteShard(const std::string& tmp, int rank, int world_size,
       {"step", absl::StrCat(meta.step)},
       {"total", absl::StrCat(meta.total)},
       {"ranges", RangesToJson(mine.ranges).dump()}};
+  // The directory is reached without links (the file itself is opened O_NOFOLLOW).
+  RM_RETURN_IF_ERROR(MakeDirsBeneath(output_dir, tmp));
   RM_RETURN_IF_ERROR(WriteSafetensors(path, tensors, metadata));  // fsyncs file and directory
   std::error_code ec;
   entry.bytes = fs::file_size(path, ec);
@@ -373,7 +378,8 @@ absl::Status WriteShard(const std::string& tmp, int rank, int world_size,
   nlohmann::json report = ShardEntryToJson(entry);
   report["save_id"] = save_id;
   report["world_size"] = world_size;
-  return WriteFileAtomic(Join(tmp, ReportFileName(rank, world_size)), report.dump(2) + "\n");
+  return WriteFileAtomicBeneath(output_dir, Join(tmp, ReportFileName(rank, world_size)),
+                                report.dump(2) + "\n");
 }
 
 // Rank 0's report reader: the entry of `rank`, checked against this save.
@@ -455,7 +461,8 @@ absl::Status Commit(const std::string& output_dir, const std::string& root, cons
   try {
     j = ManifestToJson(m);
     // WriteFileAtomic fsyncs the manifest and the temporary directory.
-    RM_RETURN_IF_ERROR(WriteFileAtomic(Join(tmp, kManifestName), j.dump(2) + "\n"));
+    RM_RETURN_IF_ERROR(
+        WriteFileAtomicBeneath(output_dir, Join(tmp, kManifestName), j.dump(2) + "\n"));
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("cannot encode the manifest: ", e.what()));
   }
@@ -516,7 +523,7 @@ absl::Status SaveShardedCheckpoint(const std::string& output_dir, int rank, int 
   std::string save_id;
   if (rank == 0 && local.ok()) {
     save_id = NewSaveId();
-    local = PrepareTmp(root, tmp, save_id);
+    local = PrepareTmp(output_dir, root, tmp, save_id);
   }
   if (absl::Status s = sync(1); !s.ok()) return failed(s);
 
@@ -531,7 +538,7 @@ absl::Status SaveShardedCheckpoint(const std::string& output_dir, int rank, int 
   }
   if (local.ok()) {
     const float* const bufs[3] = {params, exp_avg, exp_avg_sq};
-    local = WriteShard(tmp, rank, world_size, meta, mine, bufs, save_id);
+    local = WriteShard(output_dir, tmp, rank, world_size, meta, mine, bufs, save_id);
   }
   if (absl::Status s = sync(2); !s.ok()) return failed(s);
 

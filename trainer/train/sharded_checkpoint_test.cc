@@ -334,6 +334,24 @@ TEST_F(ShardedCheckpointTest, RankHoldingNothingAndEmptyLoad) {
   EXPECT_EQ(none->meta.world_size, 3);
 }
 
+// Issue #20, item 2: a checkpoints/ planted as a link to a directory elsewhere is not written
+// through: every rank's save fails naming the link and nothing lands outside output_dir.
+TEST_F(ShardedCheckpointTest, APlantedCheckpointsLinkIsNotFollowed) {
+  const fs::path outside = dir_.string() + "_outside";
+  fs::remove_all(outside);
+  fs::create_directories(outside);
+  fs::create_directory_symlink(outside, dir_ / "checkpoints");
+  const Global g(Total());
+  const std::vector<absl::Status> st = Save(
+      g, 2, [](int r) { return PerUnit(kUnits, 2, r); }, MakeMeta(1));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(st[r].ok()) << "rank " << r;
+  }
+  EXPECT_THAT(std::string(st[0].message()), HasSubstr("symbolic link"));
+  EXPECT_TRUE(fs::is_empty(outside));
+  fs::remove_all(outside);
+}
+
 TEST_F(ShardedCheckpointTest, SameStepSavedAgainReplacesIt) {
   const Global g1(Total()), g2(Total(), 5000);
   auto pat = [](int r) { return PerUnit(kUnits, 2, r); };

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "absl/strings/cord.h"
@@ -15,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/log.h"
+#include "common/open_beneath.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
 #include "trainer/model/cpu_ops.h"
@@ -213,7 +213,7 @@ absl::Status TrainLoop::RestoreLatest() {
           }
         }
       }
-      RM_RETURN_IF_ERROR(WriteFileAtomic(path, kept));
+      RM_RETURN_IF_ERROR(WriteFileAtomicBeneath(job_.output.dir, path, kept));
     }
     return absl::OkStatus();
   }
@@ -297,11 +297,9 @@ absl::StatusOr<EvalResult> TrainLoop::EvaluateAll() {
 absl::Status TrainLoop::AppendMetrics(const nlohmann::json& line) {
   if (!leader()) return absl::OkStatus();
   const std::string path = (fs::path(job_.output.dir) / "metrics.jsonl").string();
-  std::ofstream f(path, std::ios::app);
-  f << line.dump() << "\n";
-  f.flush();
-  if (!f) return absl::InternalError(absl::StrCat("cannot append to ", path));
-  return absl::OkStatus();
+  // Below output.dir nothing is written through a link (issue #20): a metrics.jsonl planted as
+  // a link to a file elsewhere is refused, not appended to.
+  return AppendFileBeneath(job_.output.dir, path, line.dump() + "\n");
 }
 
 absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
@@ -327,8 +325,8 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
   // the previous run's record as it was.
   if (leader()) {
     if (!resumed_from_.empty()) LogInfo(resumed_from_);
-    RM_RETURN_IF_ERROR(
-        WriteFileAtomic((fs::path(job_.output.dir) / "job.yaml").string(), JobSpecToYaml(job_)));
+    RM_RETURN_IF_ERROR(WriteFileAtomicBeneath(
+        job_.output.dir, (fs::path(job_.output.dir) / "job.yaml").string(), JobSpecToYaml(job_)));
   }
   const int32_t pad = data_.pad_id;
   const int world = world_.world_size;
@@ -548,7 +546,7 @@ absl::Status TrainLoop::Finish(double train_seconds, TrainResult* result) {
       ef.comm.reduce_raw_bytes / 1048576.0));
   // Per-rank figures for benchmarks and tests: output.dir/ranks/rank-<r>.json.
   const fs::path ranks_dir = fs::path(job_.output.dir) / "ranks";
-  RM_RETURN_IF_ERROR(MakeDirs(ranks_dir.string()));
+  RM_RETURN_IF_ERROR(MakeDirsBeneath(job_.output.dir, ranks_dir.string()));
   nlohmann::json stats = {
       {"rank", world_.rank},
       {"world_size", world_.world_size},
@@ -571,8 +569,9 @@ absl::Status TrainLoop::Finish(double train_seconds, TrainResult* result) {
                     {"busy_seconds", ef.device->busy_seconds_total},
                     {"comm_seconds", ef.device->comm_seconds_total}};
   }
-  RM_RETURN_IF_ERROR(WriteFileAtomic(
-      (ranks_dir / absl::StrCat("rank-", world_.rank, ".json")).string(), stats.dump(2) + "\n"));
+  RM_RETURN_IF_ERROR(WriteFileAtomicBeneath(
+      job_.output.dir, (ranks_dir / absl::StrCat("rank-", world_.rank, ".json")).string(),
+      stats.dump(2) + "\n"));
   return engine_->Barrier();  // nobody exits before the export is written
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <utility>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
 #include "common/log.h"
+#include "common/open_beneath.h"
 #include "common/status_macros.h"
 #include "trainer/data/tsv.h"
 #include "trainer/io/hf_model_dir.h"
@@ -34,6 +36,32 @@ absl::StatusOr<std::vector<EncodedExample>> LoadEncoded(const std::string& path,
   RM_ASSIGN_OR_RETURN(std::vector<Example> rows, ReadTsv(path, num_labels));
   if (rows.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows"));
   return EncodeAll(rows, [&](std::string_view s) { return tok.Encode(s, max_len); });
+}
+
+// output.dir, made so that no write of this run can leave it (issue #20, item 2). Under an
+// agent with --allowed-root, RINGMASTER_ALLOWED_ROOT names the root: output.dir is created
+// below it following no link. Everything the run writes below output.dir is opened the same
+// way (file_util.h); a link already planted where the run writes is refused here, up front, as
+// the job's fault (exit 3) rather than at the first checkpoint.
+absl::Status MakeOutputDir(const std::string& dir) {
+  const char* root = std::getenv("RINGMASTER_ALLOWED_ROOT");
+  if (root != nullptr && *root != '\0') {
+    if (absl::Status s = MakeDirsBeneath(root, dir); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("output.dir: ", s.message()));
+    }
+  } else {
+    RM_RETURN_IF_ERROR(MakeDirs(dir));
+  }
+  for (const char* name : {"checkpoints", "ranks", "final", "metrics.jsonl", "job.yaml"}) {
+    std::error_code ec;
+    if (fs::is_symlink(fs::path(dir) / name, ec)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output.dir: ", (fs::path(dir) / name).string(),
+                       " is a symbolic link; the trainer writes there and follows no link "
+                       "(remove it)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -199,7 +227,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   // The engine holds the parameters now (only a shard of them under full_shard).
   std::vector<float>().swap(model.params);
   // output.dir/job.yaml is the loop's to write, once it has decided to train (resume_policy.h).
-  if (leader) RM_RETURN_IF_ERROR(MakeDirs(job.output.dir));
+  if (leader) RM_RETURN_IF_ERROR(MakeOutputDir(job.output.dir));
   ExportModel export_model = [config = model.config, layout = std::move(model.layout),
                               vocab = model.vocab_path, lower = model.do_lower_case](
                                  const std::string& dir, const float* params) {

@@ -1,0 +1,53 @@
+// Writing below a directory that must not be left (issue #20, item 2: --allowed-root bypasses).
+//
+// `path` lies lexically inside `root` (it starts with `root`); it is opened relative to a
+// handle on `root`, component by component, so that neither a symbolic link planted below
+// `root` nor a `..` can take the open elsewhere. Linux openat2(2) with RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS does it in one call; on kernels without openat2 (before 5.6) each
+// component is opened with O_NOFOLLOW from the previous one's descriptor. `root` itself is
+// trusted (it may be reached through links). A link, `..`, a path outside `root` or a control
+// character in `path` is InvalidArgument naming the path and the root.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ringmaster {
+
+// Opens `path` below `root` with open(2) `flags` (O_CLOEXEC added) and `mode`; the caller
+// closes the descriptor.
+absl::StatusOr<int> OpenBeneath(const std::string& root, const std::string& path, int flags,
+                                mode_t mode = 0);
+
+// mkdir -p of `dir` below `root`: each missing component is created with mkdirat(2) and entered
+// with O_NOFOLLOW, so an existing link on the way is refused. `dir` == `root` just checks it.
+absl::Status MakeDirsBeneath(const std::string& root, const std::string& dir);
+
+// WriteFileAtomic of `path` below `root`: the temporary file is created (O_NOFOLLOW) and renamed
+// inside the parent directory's descriptor opened with OpenBeneath. An empty `root` is plain
+// WriteFileAtomic.
+absl::Status WriteFileAtomicBeneath(const std::string& root, const std::string& path,
+                                    std::string_view data);
+
+// Appends `data` to `path` below `root` (created 0644 when missing) through OpenBeneath.
+absl::Status AppendFileBeneath(const std::string& root, const std::string& path,
+                               std::string_view data);
+
+// Offset of the first control character (a byte below 0x20, or 0x7f; NUL included) in `s`.
+// A NUL cuts a path short in C calls, so a path holding one checks as one file and opens as
+// another.
+std::optional<size_t> FindControlCharacter(std::string_view s);
+
+namespace internal {
+// OpenBeneath without openat2 (the fallback walk), for tests on kernels that have it.
+absl::StatusOr<int> OpenBeneathByWalk(const std::string& root, const std::string& path, int flags,
+                                      mode_t mode);
+}  // namespace internal
+
+}  // namespace ringmaster
