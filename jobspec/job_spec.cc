@@ -375,15 +375,6 @@ void ParseModel(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
   m.ReportUnknown();
 }
 
-void ParseData(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
-  MapReader m = Section(root, "data", errors, marks);
-  m.Get("train", &spec.data.train, ToString);
-  m.Get("eval", &spec.data.eval, ToString);
-  m.Get("max_seq_len", &spec.data.max_seq_len, ToInt);
-  m.Get("shuffle", &spec.data.shuffle, ToBool);
-  m.ReportUnknown();
-}
-
 std::optional<std::pair<double, double>> ToBetas(const Value& v) {
   if (!v.node.IsSequence() || v.node.size() != 2) {
     v.TypeError("a list of two numbers [beta1, beta2]");
@@ -426,6 +417,19 @@ void GetSetting(MapReader& m, absl::string_view key, E* out, Errors& errors,
                                           "' is not one of: ", jobspec::AllowedSettingNames<E>()));
     unknown.paths.insert(path);
   }
+}
+
+void ParseData(MapReader& root, JobSpec& spec, Errors& errors, UnknownSettings& unknown,
+               Marks& marks) {
+  MapReader m = Section(root, "data", errors, marks);
+  m.Get("train", &spec.data.train, ToString);
+  m.Get("eval", &spec.data.eval, ToString);
+  GetSetting(m, "format", &spec.data.format, errors, unknown);
+  m.Get("text_column", &spec.data.text_column, ToString);
+  m.Get("label_column", &spec.data.label_column, ToString);
+  m.Get("max_seq_len", &spec.data.max_seq_len, ToInt);
+  m.Get("shuffle", &spec.data.shuffle, ToBool);
+  m.ReportUnknown();
 }
 
 void ParseTrain(MapReader& root, JobSpec& spec, Errors& errors, UnknownSettings& unknown,
@@ -587,6 +591,12 @@ void Validate(const JobSpec& s, const Marks* marks,
   if (s.data.max_seq_len < 2 || s.data.max_seq_len > 8192) {
     bad("data.max_seq_len",
         absl::StrCat("must be in [2, 8192] ([CLS] and [SEP] take two), got ", s.data.max_seq_len));
+  }
+  if (s.data.text_column.empty()) bad("data.text_column", "must not be empty");
+  if (s.data.label_column.empty()) bad("data.label_column", "must not be empty");
+  if (!s.data.text_column.empty() && s.data.text_column == s.data.label_column) {
+    bad("data.label_column",
+        absl::StrCat("names the same column as data.text_column ('", s.data.text_column, "')"));
   }
 
   // train
@@ -783,7 +793,7 @@ absl::StatusOr<JobSpec> ParseJobSpecImpl(std::string_view yaml_text, std::string
   MapReader root(doc, "", doc.Mark(), errors, marks, asked);
   root.Get("name", &spec.name, ToString);
   ParseModel(root, spec, errors, marks);
-  ParseData(root, spec, errors, marks);
+  ParseData(root, spec, errors, unknown_settings, marks);
   ParseTrain(root, spec, errors, unknown_settings, marks);
   ParseOutput(root, spec, errors, marks);
   ParseDistributed(root, spec, errors, unknown_settings, marks);

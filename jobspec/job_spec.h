@@ -24,6 +24,7 @@ namespace ringmaster::trainer {
 
 using jobspec::Backend;
 using jobspec::Compression;
+using jobspec::DataFormat;
 using jobspec::Device;
 using jobspec::LrScheduleKind;
 using jobspec::Precision;
@@ -49,7 +50,10 @@ struct ModelSpec {
 };
 
 struct DataSpec {
-  std::string train, eval;  // SST-2 style TSV; eval empty = no evaluation
+  std::string train, eval;  // TSV, CSV or JSON Lines; eval empty = no evaluation
+  DataFormat format = DataFormat::kAuto;
+  std::string text_column = "sentence";  // the column (JSON key) holding the text
+  std::string label_column = "label";
   int max_seq_len = 128;
   bool shuffle = true;
 };

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -212,6 +213,36 @@ TEST(JobSpecTest, BadEnumsListAllowedValues) {
   for (const Case& c : cases) {
     EXPECT_THAT(ErrorOf(std::string(kMinimal) + c.yaml), HasSubstr(c.error)) << c.yaml;
   }
+}
+
+// The data file layout keys: parsed, checked and written back.
+std::string WithData(const std::string& data_keys) {
+  return absl::StrCat("model:\n  init_from: models/bert\ndata:\n  train: train.csv\n", data_keys,
+                      "output:\n  dir: out\n");
+}
+
+TEST(JobSpecTest, DataFormatAndColumns) {
+  absl::StatusOr<JobSpec> d = Parse(WithData(""));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->data.format, DataFormat::kAuto);
+  EXPECT_EQ(d->data.text_column, "sentence");
+  EXPECT_EQ(d->data.label_column, "label");
+  absl::StatusOr<JobSpec> s =
+      Parse(WithData("  format: jsonl\n  text_column: review\n  label_column: stars\n"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->data.format, DataFormat::kJsonl);
+  EXPECT_EQ(s->data.text_column, "review");
+  EXPECT_EQ(s->data.label_column, "stars");
+  absl::StatusOr<JobSpec> back = Parse(JobSpecToYaml(*s));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(JobSpecToYaml(*back), JobSpecToYaml(*s));
+  EXPECT_EQ(back->data.format, DataFormat::kJsonl);
+
+  EXPECT_THAT(ErrorOf(WithData("  format: xlsx\n")),
+              HasSubstr("data.format: 'xlsx' is not one of: auto, tsv, csv, jsonl"));
+  EXPECT_THAT(ErrorOf(WithData("  text_column: ''\n")), HasSubstr("data.text_column"));
+  EXPECT_THAT(ErrorOf(WithData("  text_column: y\n  label_column: y\n")),
+              HasSubstr("data.label_column: names the same column as data.text_column ('y')"));
 }
 
 TEST(JobSpecTest, RequiredFields) {

@@ -110,6 +110,9 @@ std::string JobSpecToYaml(const JobSpec& s) {
   out << YAML::Value << YAML::BeginMap;
   KeyString(out, "train", s.data.train);
   if (!s.data.eval.empty()) KeyString(out, "eval", s.data.eval);
+  KeyString(out, "format", std::string(SettingName(s.data.format)));
+  KeyString(out, "text_column", s.data.text_column);
+  KeyString(out, "label_column", s.data.label_column);
   KeyNumber(out, "max_seq_len", s.data.max_seq_len);
   KeyBool(out, "shuffle", s.data.shuffle);
   out << YAML::EndMap;

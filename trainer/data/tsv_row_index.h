@@ -1,14 +1,17 @@
-// An index of a training TSV, so that a rank can keep and tokenise only the rows it trains on:
-// one sequential pass records where each data row's sentence lies in the file, its label, its
-// byte length and its number of words (whence the bucketing keys PlanEpoch sorts by), validating
-// the file exactly as ReadTsv does (the same rules and "<path>:<line>: <problem>" errors) without
-// holding its text or tokenising it. Sentences are read back with pread when a batch needs them.
-// The index costs 20 bytes a row; the text stays in the file (and the page cache).
+// An index of a training file (TSV, CSV or JSON Lines: tsv.h), so that a rank can keep and
+// tokenise only the rows it trains on: one sequential pass records where each data row's text
+// (in CSV and JSON Lines: its whole record, decoded again when read) lies in the file, its label,
+// its byte length and its number of words (whence the bucketing keys PlanEpoch sorts by),
+// validating the file exactly as ReadTsv does (the same rules and "<path>:<line>: <problem>"
+// errors) without holding its text or tokenising it. Sentences are read back with pread when a
+// batch needs them. The index costs 20 bytes a row; the text stays in the file (and the page
+// cache).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trainer/data/batcher.h"
+#include "trainer/data/tsv.h"
 
 namespace ringmaster::trainer {
 
@@ -25,7 +29,8 @@ class TsvRowIndex {
   // index and the longest line). Errors as ReadTsv(path, num_labels), including the 4 GiB limit.
   // The file stays open: rows are read from the file that was indexed even if it is renamed
   // over later; it must not be rewritten in place while the index is used.
-  static absl::StatusOr<TsvRowIndex> Build(const std::string& path, int num_labels);
+  static absl::StatusOr<TsvRowIndex> Build(const std::string& path, int num_labels,
+                                           const TableOptions& options = {});
 
   TsvRowIndex(TsvRowIndex&& other) noexcept;
   TsvRowIndex& operator=(TsvRowIndex&& other) noexcept;
@@ -36,7 +41,7 @@ class TsvRowIndex {
   size_t size() const { return labels_.size(); }
   const std::string& path() const { return path_; }
   float label(int64_t row) const { return labels_[static_cast<size_t>(row)]; }
-  // Each row's sentence length in bytes.
+  // Each row's length in bytes in the file: its text's in TSV, its record's otherwise.
   const std::vector<uint32_t>& text_bytes() const { return text_bytes_; }
   // Each row's number of words as BERT's basic tokenizer splits them (CountWords).
   const std::vector<uint32_t>& words() const { return words_; }
@@ -47,7 +52,8 @@ class TsvRowIndex {
   // Heap bytes the index holds.
   size_t memory_bytes() const;
 
-  // Row `row`'s sentence, read from the file (pread: safe to call from several threads).
+  // Row `row`'s text, read from the file (pread: safe to call from several threads) and, in CSV
+  // and JSON Lines, decoded from its record.
   absl::StatusOr<std::string> ReadText(int64_t row) const;
 
  private:
@@ -55,7 +61,9 @@ class TsvRowIndex {
 
   std::string path_;
   int fd_ = -1;
-  std::vector<uint64_t> offsets_;     // file offset of each row's sentence
+  // Decodes records (CSV, JSON Lines); has read the header. Null for TSV: rows are read verbatim.
+  std::unique_ptr<TsvLineParser> decoder_;
+  std::vector<uint64_t> offsets_;     // file offset of each row's text (or record)
   std::vector<uint32_t> text_bytes_;  // its length
   std::vector<uint32_t> words_;       // its words (CountWords)
   std::vector<float> labels_;

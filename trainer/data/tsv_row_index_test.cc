@@ -67,6 +67,38 @@ TEST(TsvRowIndex, ReadsRowsAsReadTsvDoes) {
   ExpectSameAsReadTsv(WriteTmp("utf8.tsv", "sentence\tlabel\ncaf\xC3\xA9 \xE2\x9C\x93\t1\n"), 2);
 }
 
+// The same for CSV and JSON Lines: ReadText decodes each record again.
+void ExpectSameAsReadTable(const std::string& path, const TableOptions& options, int num_labels) {
+  SCOPED_TRACE(path);
+  absl::StatusOr<std::vector<Example>> want = ReadTable(path, options, num_labels);
+  absl::StatusOr<TsvRowIndex> got = TsvRowIndex::Build(path, num_labels, options);
+  ASSERT_EQ(got.status(), want.status());
+  if (!want.ok()) return;
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < want->size(); ++i) {
+    absl::StatusOr<std::string> text = got->ReadText(static_cast<int64_t>(i));
+    ASSERT_TRUE(text.ok()) << text.status();
+    ASSERT_EQ(*text, (*want)[i].sentence) << "row " << i;
+    ASSERT_EQ(got->label(static_cast<int64_t>(i)), (*want)[i].label) << "row " << i;
+    ASSERT_EQ(got->words()[i], CountWords((*want)[i].sentence)) << "row " << i;
+  }
+}
+
+TEST(TsvRowIndex, ReadsCsvAndJsonLinesAsReadTableDoes) {
+  const TableOptions csv{DataFormat::kAuto, "review", "stars"};
+  ExpectSameAsReadTable(WriteTmp("ok.csv",
+                                 "\xEF\xBB\xBFid,review,stars\r\n1,\"great, really\",1\r\n"
+                                 "2,\"said \"\"meh\"\"\r\n\r\nthen left\",0\r\n3,plain,1"),
+                        csv, 2);
+  ExpectSameAsReadTable(WriteTmp("bad.csv", "id,review,stars\n1,\"open,1\n"), csv, 2);
+  const TableOptions jsonl{DataFormat::kAuto, "text", "y"};
+  ExpectSameAsReadTable(WriteTmp("ok.jsonl",
+                                 "\xEF\xBB\xBF{\"text\": \"a \\u00e9\", \"y\": 1}\r\n"
+                                 "{\"y\": 0, \"text\": \"b\\nc\"}\n"),
+                        jsonl, 2);
+  ExpectSameAsReadTable(WriteTmp("bad.jsonl", "{\"text\": \"a\", \"y\": 3}\n"), jsonl, 2);
+}
+
 TEST(TsvRowIndex, RefusesWhatReadTsvRefusesWithTheSameError) {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"nolabel.tsv", "sentence\nx\n"},

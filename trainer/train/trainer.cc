@@ -28,15 +28,24 @@ BertInputs InputsOf(const Batch& b) {
           b.labels.data()};
 }
 
-absl::StatusOr<std::vector<EncodedExample>> LoadEncoded(const std::string& path, int num_labels,
+absl::StatusOr<std::vector<EncodedExample>> LoadEncoded(const std::string& path,
+                                                        const TableOptions& options, int num_labels,
                                                         const WordPieceTokenizer& tok,
                                                         int max_len) {
-  RM_ASSIGN_OR_RETURN(std::vector<Example> rows, ReadTsv(path, num_labels));
+  RM_ASSIGN_OR_RETURN(std::vector<Example> rows, ReadTable(path, options, num_labels));
   if (rows.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows"));
   return EncodeAll(rows, [&](std::string_view s) { return tok.Encode(s, max_len); });
 }
 
 }  // namespace
+
+TableOptions TableOptionsForJob(const JobSpec& job) {
+  TableOptions o;
+  o.format = job.data.format;
+  o.text_column = job.data.text_column;
+  o.label_column = job.data.label_column;
+  return o;
+}
 
 absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir) {
   LoadedModel m;
@@ -159,10 +168,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   RM_ASSIGN_OR_RETURN(LoadedModel model, LoadModelForJob(job));
   const int max_len = std::min(job.data.max_seq_len, model.config.max_position_embeddings);
   TrainData data;
+  const TableOptions table = TableOptionsForJob(job);
   {
     const auto t_index = std::chrono::steady_clock::now();
     RM_ASSIGN_OR_RETURN(TsvRowIndex index,
-                        TsvRowIndex::Build(job.data.train, model.config.num_labels));
+                        TsvRowIndex::Build(job.data.train, model.config.num_labels, table));
     data.train = std::make_unique<TsvRowIndex>(std::move(index));
     data.train_keys = data.train->LengthKeys(max_len);
     if (leader) {
@@ -174,8 +184,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
     }
   }
   if (!job.data.eval.empty()) {
-    RM_ASSIGN_OR_RETURN(
-        data.eval, LoadEncoded(job.data.eval, model.config.num_labels, *model.tokenizer, max_len));
+    RM_ASSIGN_OR_RETURN(data.eval, LoadEncoded(job.data.eval, table, model.config.num_labels,
+                                               *model.tokenizer, max_len));
   }
   data.pad_id = model.tokenizer->special().pad;
   data.num_labels = model.config.num_labels;

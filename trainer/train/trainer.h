@@ -18,6 +18,7 @@
 #include "jobspec/bert_config.h"
 #include "jobspec/job_spec.h"
 #include "trainer/data/batcher.h"
+#include "trainer/data/tsv.h"
 #include "trainer/dist/dist_context.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
@@ -36,6 +37,9 @@ struct LoadedModel {
   bool do_lower_case = true;
   std::unique_ptr<WordPieceTokenizer> tokenizer;
 };
+
+// How the job's data files are read (data.format and the column names).
+TableOptions TableOptionsForJob(const JobSpec& job);
 
 // From the job's model section: init_from (HF dir) or config + vocab (random init).
 absl::StatusOr<LoadedModel> LoadModelForJob(const JobSpec& job);
