@@ -54,6 +54,10 @@ struct DataSpec {
   DataFormat format = DataFormat::kAuto;
   std::string text_column = "sentence";  // the column (JSON key) holding the text
   std::string label_column = "label";
+  std::string text_pair_column;  // sentence pairs' second text; empty: single texts
+  // Class names, in id order: label cells are these names. Empty: class ids, or names inferred
+  // from data.train (sorted) when its first label is not an integer (trainer/data/tsv.h).
+  std::vector<std::string> labels;
   int max_seq_len = 128;
   bool shuffle = true;
 };

@@ -238,6 +238,16 @@ TEST(JobSpecTest, DataFormatAndColumns) {
   EXPECT_EQ(JobSpecToYaml(*back), JobSpecToYaml(*s));
   EXPECT_EQ(back->data.format, DataFormat::kJsonl);
 
+  absl::StatusOr<JobSpec> named = Parse(WithData("  labels: [negative, positive]\n"));
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_THAT(named->data.labels, ::testing::ElementsAre("negative", "positive"));
+  absl::StatusOr<JobSpec> named_back = Parse(JobSpecToYaml(*named));
+  ASSERT_TRUE(named_back.ok()) << named_back.status();
+  EXPECT_EQ(named_back->data.labels, named->data.labels);
+  EXPECT_THAT(ErrorOf(WithData("  labels: [a, b, c]\n")),
+              HasSubstr("data.labels: has 3 names but model.num_labels is 2"));
+  EXPECT_THAT(ErrorOf(WithData("  labels: [a, a]\n")), HasSubstr("'a' is listed twice"));
+  EXPECT_THAT(ErrorOf(WithData("  labels: a\n")), HasSubstr("expected a list of strings"));
   EXPECT_THAT(ErrorOf(WithData("  format: xlsx\n")),
               HasSubstr("data.format: 'xlsx' is not one of: auto, tsv, csv, jsonl"));
   EXPECT_THAT(ErrorOf(WithData("  text_column: ''\n")), HasSubstr("data.text_column"));

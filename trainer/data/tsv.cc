@@ -1,5 +1,6 @@
 #include "trainer/data/tsv.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -75,10 +76,12 @@ absl::StatusOr<std::vector<Example>> ParseTsvImpl(absl::string_view data, TsvLin
     ex.sentence = parser.text_is_span()
                       ? std::string(line.substr(row->sentence_begin, row->sentence_size))
                       : std::move(row->text);
+    ex.text_pair = std::move(row->text_pair);
     ex.label = row->label;
     out.push_back(std::move(ex));
   }
   RM_RETURN_IF_ERROR(parser.Finish());
+  for (Example& ex : out) ex.label = parser.FinalLabel(ex.label);
   return out;
 }
 
@@ -102,7 +105,7 @@ absl::Status CheckNumLabels(absl::string_view source, int num_labels) {
 }  // namespace
 
 // The *Tsv readers' options: TSV whatever the file is called, the GLUE column names.
-const TableOptions kTsv{DataFormat::kTsv, "sentence", "label"};
+const TableOptions kTsv{DataFormat::kTsv, "sentence", "label", "", {}, /*infer_labels=*/false};
 
 DataFormat ResolveDataFormat(DataFormat format, std::string_view path) {
   if (format != DataFormat::kAuto) return format;
@@ -168,7 +171,15 @@ TsvLineParser::TsvLineParser(std::string source, LabelMode mode, int num_labels,
       num_labels_(num_labels),
       format_(ResolveDataFormat(options.format, source_)),
       text_column_(options.text_column),
-      label_column_(options.label_column) {}
+      label_column_(options.label_column),
+      pair_column_(options.text_pair_column),
+      infer_labels_(options.infer_labels) {
+  if (!options.labels.empty()) {
+    label_kind_ = LabelKind::kNames;
+    names_ = options.labels;
+    for (size_t i = 0; i < names_.size(); ++i) name_ids_.emplace(names_[i], static_cast<int>(i));
+  }
+}
 
 absl::StatusOr<TsvLineParser> TsvLineParser::ForTraining(std::string source, int num_labels,
                                                          const TableOptions& options) {
@@ -191,9 +202,10 @@ absl::Status TsvLineParser::ReadHeader(const std::vector<absl::string_view>& nam
   num_columns_ = names.size();
   for (size_t c = 0; c < names.size(); ++c) {
     absl::string_view name = absl::StripAsciiWhitespace(names[c]);
-    int* slot = name == text_column_    ? &sentence_col_
-                : name == label_column_ ? &label_col_
-                                        : nullptr;
+    int* slot = name == text_column_                            ? &sentence_col_
+                : name == label_column_                         ? &label_col_
+                : !pair_column_.empty() && name == pair_column_ ? &pair_col_
+                                                                : nullptr;
     if (slot == nullptr) continue;
     if (*slot >= 0) {
       return LineError(line_no_, absl::StrCat("duplicate column \"", name, "\""));
@@ -203,6 +215,9 @@ absl::Status TsvLineParser::ReadHeader(const std::vector<absl::string_view>& nam
   if (sentence_col_ < 0) {
     return LineError(line_no_, absl::StrCat("missing column \"", text_column_, "\" in the header"));
   }
+  if (!pair_column_.empty() && pair_col_ < 0) {
+    return LineError(line_no_, absl::StrCat("missing column \"", pair_column_, "\" in the header"));
+  }
   if (label_col_ < 0 && mode_ != LabelMode::kOptional) {
     return LineError(line_no_,
                      absl::StrCat("missing column \"", label_column_, "\" in the header"));
@@ -210,7 +225,34 @@ absl::Status TsvLineParser::ReadHeader(const std::vector<absl::string_view>& nam
   return absl::OkStatus();
 }
 
-absl::StatusOr<float> TsvLineParser::ParseLabel(absl::string_view text, int64_t line) const {
+absl::StatusOr<float> TsvLineParser::ParseLabel(absl::string_view text, int64_t line) {
+  if (mode_ == LabelMode::kClass && label_kind_ == LabelKind::kUndecided) {
+    // A number (1.5 included, an error below) means ids; anything else names a class.
+    double v = 0;
+    label_kind_ =
+        absl::SimpleAtod(text, &v) || !infer_labels_ ? LabelKind::kIds : LabelKind::kInferring;
+  }
+  if (label_kind_ == LabelKind::kNames || (mode_ == LabelMode::kOptional && !name_ids_.empty())) {
+    auto it = name_ids_.find(std::string(text));
+    if (it != name_ids_.end()) return static_cast<float>(it->second);
+    if (mode_ == LabelMode::kClass) {
+      return LineError(line, absl::StrCat("label \"", text, "\" is not one of data.labels (",
+                                          absl::StrJoin(names_, ", "), ")"));
+    }
+  }
+  if (mode_ == LabelMode::kClass && label_kind_ == LabelKind::kInferring) {
+    if (text.empty()) return LineError(line, "empty label");
+    auto [it, added] = name_ids_.try_emplace(std::string(text), static_cast<int>(names_.size()));
+    if (added) {
+      names_.push_back(std::string(text));
+      if (names_.size() > static_cast<size_t>(num_labels_)) {
+        return LineError(
+            line, absl::StrCat("label \"", text, "\" is a class beyond num_labels ", num_labels_,
+                               " (labels so far: ", absl::StrJoin(names_, ", "), ")"));
+      }
+    }
+    return static_cast<float>(it->second);
+  }
   if (mode_ == LabelMode::kClass) {
     int64_t v = 0;
     if (!absl::SimpleAtoi(text, &v)) {
@@ -269,6 +311,10 @@ absl::Status TsvLineParser::Feed(absl::string_view line, std::optional<Row>* row
   const absl::string_view sentence = fields[sentence_col_];
   r.sentence_begin = skipped + static_cast<size_t>(sentence.data() - line.data());
   r.sentence_size = sentence.size();
+  if (pair_col_ >= 0) {
+    r.text = std::string(sentence);
+    r.text_pair = std::string(fields[pair_col_]);
+  }
   if (label_col_ >= 0) {
     RM_ASSIGN_OR_RETURN(r.label,
                         ParseLabel(absl::StripAsciiWhitespace(fields[label_col_]), line_no_));
@@ -301,6 +347,7 @@ absl::Status TsvLineParser::FeedCsv(absl::string_view line, std::optional<Row>* 
   }
   Row r;
   r.text = std::move(fields[sentence_col_]);
+  if (pair_col_ >= 0) r.text_pair = std::move(fields[pair_col_]);
   if (label_col_ >= 0) {
     RM_ASSIGN_OR_RETURN(r.label, ParseLabel(absl::StripAsciiWhitespace(fields[label_col_]), at));
   }
@@ -328,11 +375,26 @@ absl::Status TsvLineParser::FeedJson(absl::string_view line, std::optional<Row>*
   if (size_t bad = FindInvalidUtf8(r.text); bad != absl::string_view::npos) {
     return LineError(line_no_, absl::StrCat("invalid UTF-8 in \"", text_column_, "\""));
   }
+  if (!pair_column_.empty()) {
+    auto pair = j.find(pair_column_);
+    if (pair == j.end()) {
+      return LineError(line_no_, absl::StrCat("missing key \"", pair_column_, "\""));
+    }
+    if (!pair->is_string()) {
+      return LineError(line_no_, absl::StrCat("\"", pair_column_, "\" is not a string"));
+    }
+    r.text_pair = pair->get<std::string>();
+    if (FindInvalidUtf8(r.text_pair) != absl::string_view::npos) {
+      return LineError(line_no_, absl::StrCat("invalid UTF-8 in \"", pair_column_, "\""));
+    }
+  }
   auto label = j.find(label_column_);
   if (label == j.end() || label->is_null()) {
     if (mode_ != LabelMode::kOptional) {
       return LineError(line_no_, absl::StrCat("missing key \"", label_column_, "\""));
     }
+  } else if (label->is_string()) {
+    RM_ASSIGN_OR_RETURN(r.label, ParseLabel(label->get<std::string>(), line_no_));
   } else if (label->is_number()) {
     std::string cell = label->dump();
     // 1.0 is a class id in JSON as much as 1 is; 1.5 is refused by ParseLabel.
@@ -342,14 +404,15 @@ absl::Status TsvLineParser::FeedJson(absl::string_view line, std::optional<Row>*
     }
     RM_ASSIGN_OR_RETURN(r.label, ParseLabel(cell, line_no_));
   } else {
-    return LineError(line_no_, absl::StrCat("label ", label->dump(), " is not a number"));
+    return LineError(line_no_,
+                     absl::StrCat("label ", label->dump(), " is not a number or a string"));
   }
   ++rows_;
   *row = std::move(r);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> TsvLineParser::TextOfRecord(absl::string_view raw) const {
+absl::StatusOr<RowText> TsvLineParser::TextOfRecord(absl::string_view raw) const {
   if (raw.substr(0, 3) == "\xEF\xBB\xBF") raw.remove_prefix(3);
   // Feed's view of the record: its lines without their '\r', joined by '\n'.
   std::string record;
@@ -363,28 +426,57 @@ absl::StatusOr<std::string> TsvLineParser::TextOfRecord(absl::string_view raw) c
   }
   if (format_ == DataFormat::kJsonl) {
     const nlohmann::json j = nlohmann::json::parse(record, nullptr, false);
-    auto text = j.is_object() ? j.find(text_column_) : j.end();
-    if (j.is_object() && text != j.end() && text->is_string()) return text->get<std::string>();
+    auto string_at = [&j](const std::string& key) -> const nlohmann::json* {
+      auto it = j.find(key);
+      return it != j.end() && it->is_string() ? &*it : nullptr;
+    };
+    if (j.is_object()) {
+      const nlohmann::json* text = string_at(text_column_);
+      const nlohmann::json* pair = pair_column_.empty() ? nullptr : string_at(pair_column_);
+      if (text != nullptr && (pair_column_.empty() || pair != nullptr)) {
+        return RowText{text->get<std::string>(), pair ? pair->get<std::string>() : ""};
+      }
+    }
   } else if (format_ == DataFormat::kCsv) {
     std::vector<std::string> fields;
     bool open = false;
     if (SplitCsvRecord(record, &fields, &open).ok() && !open && fields.size() == num_columns_) {
-      return std::move(fields[sentence_col_]);
+      return RowText{std::move(fields[sentence_col_]),
+                     pair_col_ >= 0 ? std::move(fields[pair_col_]) : ""};
     }
   } else {
     std::vector<absl::string_view> fields = absl::StrSplit(record, '\t');
-    if (fields.size() == num_columns_) return std::string(fields[sentence_col_]);
+    if (fields.size() == num_columns_) {
+      return RowText{std::string(fields[sentence_col_]),
+                     pair_col_ >= 0 ? std::string(fields[pair_col_]) : ""};
+    }
   }
   return absl::DataLossError(
       absl::StrCat(source_, ": a record changed since the file was indexed"));
 }
 
-absl::Status TsvLineParser::Finish() const {
+absl::Status TsvLineParser::Finish() {
   if (in_record()) return LineError(record_line_, "quoted field not closed by the end of the file");
   if (!have_header_) {
     return LineError(1, "empty file: expected a header line naming the columns");
   }
   if (rows_ == 0) return LineError(2, "no examples after the header");
+  if (label_kind_ == LabelKind::kInferring && remap_.empty()) {
+    if (names_.size() != static_cast<size_t>(num_labels_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source_, ": ", names_.size(), " distinct labels (", absl::StrJoin(names_, ", "),
+          ") but num_labels is ", num_labels_, "; list every class in data.labels"));
+    }
+    std::vector<std::string> sorted = names_;
+    std::sort(sorted.begin(), sorted.end());
+    remap_.resize(names_.size());
+    for (size_t i = 0; i < names_.size(); ++i) {
+      remap_[i] = static_cast<int>(std::lower_bound(sorted.begin(), sorted.end(), names_[i]) -
+                                   sorted.begin());
+    }
+    names_ = std::move(sorted);
+    for (size_t i = 0; i < names_.size(); ++i) name_ids_[names_[i]] = static_cast<int>(i);
+  }
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +33,18 @@ struct TableOptions {
   DataFormat format = DataFormat::kAuto;
   std::string text_column = "sentence";
   std::string label_column = "label";
+  std::string text_pair_column;  // the second text of sentence pairs; empty: single texts
+  // Class names in id order (data.labels): a label cell is one of them. Empty: see
+  // TsvLineParser::label_names.
+  std::vector<std::string> labels;
+  // Without `labels`: whether a first label that is not a number makes every label a name
+  // (TsvLineParser::label_names). The *Tsv readers below do not: their labels are ids.
+  bool infer_labels = true;
+};
+
+// A row's text and, for sentence pairs, its second text.
+struct RowText {
+  std::string text, text_pair;
 };
 
 // `format`, or for kAuto the format `path`'s extension names: .csv is CSV, .jsonl, .ndjson and
@@ -41,6 +54,7 @@ DataFormat ResolveDataFormat(DataFormat format, std::string_view path);
 struct Example {
   std::string sentence;
   float label = 0;  // class id for classification, real value when num_labels == 1 (regression)
+  std::string text_pair;  // sentence pairs only (TableOptions::text_pair_column)
 };
 
 // Reads the text and label columns of `options` from `path`, in its format. The rules below (the
@@ -88,8 +102,9 @@ class TsvLineParser {
   struct Row {
     size_t sentence_begin = 0;  // TSV: byte offset of the text field in the line
     size_t sentence_size = 0;
-    std::string text;  // CSV, JSON Lines: the decoded text
-    float label = 0;   // 0 when the label column is optional and absent
+    std::string text;       // CSV, JSON Lines, TSV pairs: the decoded text
+    std::string text_pair;  // sentence pairs: the second text
+    float label = 0;        // 0 when the label column is optional and absent
   };
 
   // As ReadTable(source, options, num_labels): refuses num_labels < 1. options.format kAuto is
@@ -105,19 +120,31 @@ class TsvLineParser {
   // that ends inside a quoted CSV field (the record goes on: in_record()).
   absl::Status Feed(absl::string_view line, std::optional<Row>* row);
   // After the last line: refuses a file without a header or without data rows, and a CSV file
-  // that ends inside a quoted field.
-  absl::Status Finish() const;
+  // that ends inside a quoted field. With inferred label names, sorts them (their ids change:
+  // FinalLabel) and refuses a count other than num_labels.
+  absl::Status Finish();
+  // Class labels are ids unless named: by TableOptions::labels, or else inferred when the first
+  // data row's label is not a number (and TableOptions::infer_labels); then every label is a
+  // name, and the names found, in sorted (byte) order, are the classes. After Finish: the names
+  // (empty: ids).
+  const std::vector<std::string>& label_names() const { return names_; }
+  // A row's label as Feed gave it, as the class id it is after Finish (inferred names are
+  // numbered in the order first seen until Finish sorts them).
+  float FinalLabel(float label) const {
+    return remap_.empty() ? label : static_cast<float>(remap_[static_cast<size_t>(label)]);
+  }
 
   int64_t line_no() const { return line_no_; }  // lines fed so far (1-based number of the last)
   // Whether the lines fed so far end inside a record (CSV: an open quoted field).
   bool in_record() const { return record_line_ != 0; }
-  // TSV: rows are slices of their line (Row::sentence_begin/size). Otherwise a row's text must be
-  // decoded from its record with TextOfRecord.
-  bool text_is_span() const { return format_ == DataFormat::kTsv; }
+  // TSV of single texts: rows are slices of their line (Row::sentence_begin/size). Otherwise a
+  // row's text must be decoded from its record with TextOfRecord.
+  bool text_is_span() const { return format_ == DataFormat::kTsv && pair_column_.empty(); }
+  bool has_pairs() const { return !pair_column_.empty(); }
   DataFormat format() const { return format_; }
   // The text of a data record as it lies in the file (its lines with their '\n' and '\r'),
   // decoded as Feed decoded it; for a parser that has read the header. Errors name `source`.
-  absl::StatusOr<std::string> TextOfRecord(absl::string_view raw) const;
+  absl::StatusOr<RowText> TextOfRecord(absl::string_view raw) const;
 
  private:
   enum class LabelMode {
@@ -130,7 +157,7 @@ class TsvLineParser {
   // The header's column names: finds the text and label columns.
   absl::Status ReadHeader(const std::vector<absl::string_view>& names);
   // A record's label cell (already stripped) as the label mode wants it.
-  absl::StatusOr<float> ParseLabel(absl::string_view text, int64_t line) const;
+  absl::StatusOr<float> ParseLabel(absl::string_view text, int64_t line);
   absl::Status FeedJson(absl::string_view line, std::optional<Row>* row);
   absl::Status FeedCsv(absl::string_view line, std::optional<Row>* row);
 
@@ -138,15 +165,22 @@ class TsvLineParser {
   LabelMode mode_;
   int num_labels_;
   DataFormat format_;
-  std::string text_column_, label_column_;
+  std::string text_column_, label_column_, pair_column_;
+  bool infer_labels_ = true;
   std::string record_;       // CSV: the lines of a record still open, joined by '\n'
   int64_t record_line_ = 0;  // CSV: the line the open record started on; 0: none open
+  enum class LabelKind { kUndecided, kIds, kNames, kInferring };
+  LabelKind label_kind_ = LabelKind::kUndecided;
+  std::vector<std::string> names_;       // given, or inferred (first-seen order until Finish)
+  std::map<std::string, int> name_ids_;  // names_ -> id
+  std::vector<int> remap_;               // inferred: first-seen id -> sorted id
   int64_t line_no_ = 0;
   int64_t pending_blank_ = 0;  // first blank line seen since the last non-blank one
   int64_t rows_ = 0;
   size_t num_columns_ = 0;
   int sentence_col_ = -1;
   int label_col_ = -1;
+  int pair_col_ = -1;
   bool have_header_ = false;
 };
 

@@ -72,7 +72,7 @@ absl::StatusOr<TsvRowIndex> TsvRowIndex::Build(const std::string& path, int num_
       }
       index.offsets_.push_back(record_start);
       index.text_bytes_.push_back(static_cast<uint32_t>(size));
-      index.words_.push_back(CountWords(row->text));
+      index.words_.push_back(CountWords(row->text) + CountWords(row->text_pair));
     }
     index.labels_.push_back(row->label);
     return absl::OkStatus();
@@ -105,6 +105,9 @@ absl::StatusOr<TsvRowIndex> TsvRowIndex::Build(const std::string& path, int num_
   }
   if (!buf.empty()) RM_RETURN_IF_ERROR(feed(buf, buf_start));
   RM_RETURN_IF_ERROR(parser.Finish());
+  for (float& label : index.labels_) label = parser.FinalLabel(label);
+  index.label_names_ = parser.label_names();
+  index.has_pairs_ = parser.has_pairs();
   if (!parser.text_is_span()) index.decoder_ = std::make_unique<TsvLineParser>(std::move(parser));
   index.offsets_.shrink_to_fit();
   index.text_bytes_.shrink_to_fit();
@@ -121,7 +124,9 @@ TsvRowIndex::TsvRowIndex(TsvRowIndex&& other) noexcept
       offsets_(std::move(other.offsets_)),
       text_bytes_(std::move(other.text_bytes_)),
       words_(std::move(other.words_)),
-      labels_(std::move(other.labels_)) {}
+      labels_(std::move(other.labels_)),
+      has_pairs_(other.has_pairs_),
+      label_names_(std::move(other.label_names_)) {}
 
 TsvRowIndex& TsvRowIndex::operator=(TsvRowIndex&& other) noexcept {
   if (this != &other) {
@@ -133,6 +138,8 @@ TsvRowIndex& TsvRowIndex::operator=(TsvRowIndex&& other) noexcept {
     text_bytes_ = std::move(other.text_bytes_);
     words_ = std::move(other.words_);
     labels_ = std::move(other.labels_);
+    has_pairs_ = other.has_pairs_;
+    label_names_ = std::move(other.label_names_);
   }
   return *this;
 }
@@ -148,8 +155,9 @@ size_t TsvRowIndex::memory_bytes() const {
 
 std::vector<uint32_t> TsvRowIndex::LengthKeys(int max_len) const {
   std::vector<uint32_t> keys(words_.size());
-  const uint32_t cap = static_cast<uint32_t>(std::max(max_len, 2));
-  for (size_t i = 0; i < words_.size(); ++i) keys[i] = std::min(words_[i] + 2, cap);
+  const uint32_t specials = has_pairs_ ? 3 : 2;  // [CLS] [SEP] (and a second [SEP])
+  const uint32_t cap = static_cast<uint32_t>(std::max<int>(max_len, specials));
+  for (size_t i = 0; i < words_.size(); ++i) keys[i] = std::min(words_[i] + specials, cap);
   return keys;
 }
 
@@ -224,6 +232,11 @@ uint32_t CountWords(std::string_view text) {
 }
 
 absl::StatusOr<std::string> TsvRowIndex::ReadText(int64_t row) const {
+  RM_ASSIGN_OR_RETURN(RowText t, ReadRow(row));
+  return std::move(t.text);
+}
+
+absl::StatusOr<RowText> TsvRowIndex::ReadRow(int64_t row) const {
   if (row < 0 || static_cast<size_t>(row) >= size()) {
     return absl::OutOfRangeError(
         absl::StrCat(path_, ": row ", row, " is out of range (", size(), " rows)"));
@@ -244,7 +257,7 @@ absl::StatusOr<std::string> TsvRowIndex::ReadText(int64_t row) const {
     done += static_cast<size_t>(n);
   }
   if (decoder_ != nullptr) return decoder_->TextOfRecord(text);
-  return text;
+  return RowText{std::move(text), ""};
 }
 
 absl::StatusOr<Batch> MakeIndexedBatch(
@@ -254,6 +267,17 @@ absl::StatusOr<Batch> MakeIndexedBatch(
   for (size_t i = 0; i < rows.size(); ++i) {
     RM_ASSIGN_OR_RETURN(std::string text, index.ReadText(rows[i]));
     encoded[i].ids = encode(text);
+    encoded[i].label = index.label(rows[i]);
+  }
+  return MakeBatchFromRows(encoded, rows, pad_id);
+}
+
+absl::StatusOr<Batch> MakeIndexedBatch(const TsvRowIndex& index, const std::vector<int64_t>& rows,
+                                       const PairEncoder& encode, int32_t pad_id) {
+  std::vector<EncodedExample> encoded(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    RM_ASSIGN_OR_RETURN(RowText text, index.ReadRow(rows[i]));
+    encoded[i].ids = encode(text.text, text.text_pair, &encoded[i].type_ids);
     encoded[i].label = index.label(rows[i]);
   }
   return MakeBatchFromRows(encoded, rows, pad_id);

@@ -41,11 +41,16 @@ class TsvRowIndex {
   size_t size() const { return labels_.size(); }
   const std::string& path() const { return path_; }
   float label(int64_t row) const { return labels_[static_cast<size_t>(row)]; }
+  // The class names (TsvLineParser::label_names): given, inferred from the file, or empty (ids).
+  const std::vector<std::string>& label_names() const { return label_names_; }
   // Each row's length in bytes in the file: its text's in TSV, its record's otherwise.
   const std::vector<uint32_t>& text_bytes() const { return text_bytes_; }
   // Each row's number of words as BERT's basic tokenizer splits them (CountWords).
   const std::vector<uint32_t>& words() const { return words_; }
-  // The bucketing keys for PlanEpoch, the same on every rank: min(words + 2, max_len), the
+  // Whether rows are sentence pairs (TableOptions::text_pair_column); words() then counts both.
+  bool has_pairs() const { return has_pairs_; }
+  // The bucketing keys for PlanEpoch, the same on every rank: min(words + 2, max_len) (+ 3 for
+  // pairs), the
   // encoded length ([CLS] and [SEP] included) when every word is one WordPiece, and a close
   // estimate otherwise (a word split into pieces adds tokens).
   std::vector<uint32_t> LengthKeys(int max_len) const;
@@ -55,6 +60,8 @@ class TsvRowIndex {
   // Row `row`'s text, read from the file (pread: safe to call from several threads) and, in CSV
   // and JSON Lines, decoded from its record.
   absl::StatusOr<std::string> ReadText(int64_t row) const;
+  // Both texts of row `row` (text_pair empty unless has_pairs()).
+  absl::StatusOr<RowText> ReadRow(int64_t row) const;
 
  private:
   TsvRowIndex() = default;
@@ -67,6 +74,8 @@ class TsvRowIndex {
   std::vector<uint32_t> text_bytes_;  // its length
   std::vector<uint32_t> words_;       // its words (CountWords)
   std::vector<float> labels_;
+  bool has_pairs_ = false;
+  std::vector<std::string> label_names_;
 };
 
 // The number of words BERT's basic tokenizer splits `text` into before WordPiece: runs of
@@ -81,5 +90,8 @@ uint32_t CountWords(std::string_view text);
 absl::StatusOr<Batch> MakeIndexedBatch(
     const TsvRowIndex& index, const std::vector<int64_t>& rows,
     const std::function<std::vector<int32_t>(std::string_view)>& encode, int32_t pad_id);
+// The same for an index of sentence pairs.
+absl::StatusOr<Batch> MakeIndexedBatch(const TsvRowIndex& index, const std::vector<int64_t>& rows,
+                                       const PairEncoder& encode, int32_t pad_id);
 
 }  // namespace ringmaster::trainer

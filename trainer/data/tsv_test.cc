@@ -184,11 +184,18 @@ TEST(ParseTsv, InMemoryMatchesTheFileReader) {
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("mem.tsv: num_labels must be"));
 }
 
+TableOptions Columns(DataFormat format, std::string text, std::string label) {
+  TableOptions o;
+  o.format = format;
+  o.text_column = std::move(text);
+  o.label_column = std::move(label);
+  return o;
+}
 TableOptions Csv(std::string text = "sentence", std::string label = "label") {
-  return TableOptions{DataFormat::kCsv, std::move(text), std::move(label)};
+  return Columns(DataFormat::kCsv, std::move(text), std::move(label));
 }
 TableOptions Jsonl(std::string text = "sentence", std::string label = "label") {
-  return TableOptions{DataFormat::kJsonl, std::move(text), std::move(label)};
+  return Columns(DataFormat::kJsonl, std::move(text), std::move(label));
 }
 
 TEST(ResolveDataFormat, GoesByExtensionOnlyForAuto) {
@@ -284,7 +291,7 @@ TEST(ReadTableErrors, JsonLines) {
   check("num.jsonl", "{\"sentence\": 5, \"label\": 1}\n", 1, "\"sentence\" is not a string");
   check("frac.jsonl", "{\"sentence\": \"a\", \"label\": 0.5}\n", 1, "not an integer");
   check("range.jsonl", "{\"sentence\": \"a\", \"label\": 2}\n", 1, "out of range");
-  check("str.jsonl", "{\"sentence\": \"a\", \"label\": \"1\"}\n", 1, "is not a number");
+  check("bool.jsonl", "{\"sentence\": \"a\", \"label\": true}\n", 1, "is not a number or a string");
   check("mid.jsonl", "{\"sentence\": \"a\", \"label\": 1}\n\n{\"sentence\": \"b\", \"label\": 0}\n",
         2, "empty line");
   check("empty.jsonl", "", 1, "empty file");
@@ -306,7 +313,7 @@ TEST(ReadTableForPredict, LabelIsOptionalInEveryFormat) {
 
 TEST(ReadTable, TsvWithCustomColumnsAndTheTsvReadersIgnoreTheExtension) {
   std::string p = WriteTmp("cols.tsv", "text\ty\na\t1\n");
-  auto r = ReadTable(p, TableOptions{DataFormat::kAuto, "text", "y"}, 2);
+  auto r = ReadTable(p, Columns(DataFormat::kAuto, "text", "y"), 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*r)[0].sentence, "a");
   // ReadTsv reads TSV whatever the name: a comma is text.
@@ -314,6 +321,73 @@ TEST(ReadTable, TsvWithCustomColumnsAndTheTsvReadersIgnoreTheExtension) {
   auto s = ReadTsv(q, 2);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ((*s)[0].sentence, "a,b");
+}
+
+TEST(ReadTable, SentencePairsInEveryFormat) {
+  TableOptions o;
+  o.text_column = "sentence1";
+  o.text_pair_column = "sentence2";
+  std::string t = WriteTmp("pairs.tsv", "sentence1\tsentence2\tlabel\na\tb c\t1\n");
+  std::string c = WriteTmp("pairs.csv", "label,sentence2,sentence1\n1,\"b c\",a\n");
+  std::string j =
+      WriteTmp("pairs.jsonl", "{\"sentence1\": \"a\", \"sentence2\": \"b c\", \"label\": 1}\n");
+  for (const std::string& p : {t, c, j}) {
+    auto r = ReadTable(p, o, 2);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->size(), 1u) << p;
+    EXPECT_EQ((*r)[0].sentence, "a") << p;
+    EXPECT_EQ((*r)[0].text_pair, "b c") << p;
+    EXPECT_EQ((*r)[0].label, 1.0f) << p;
+  }
+  std::string m = WriteTmp("nopair.csv", "sentence1,label\na,1\n");
+  ExpectError(ReadTable(m, o, 2), m, 1, "missing column \"sentence2\"");
+  std::string k = WriteTmp("nopair.jsonl", "{\"sentence1\": \"a\", \"label\": 1}\n");
+  ExpectError(ReadTable(k, o, 2), k, 1, "missing key \"sentence2\"");
+}
+
+TEST(ReadTable, StringLabelsFromAGivenList) {
+  TableOptions o;
+  o.labels = {"positive", "negative"};  // ids in this order, whatever the file's order
+  std::string c = WriteTmp("named.csv", "sentence,label\na,negative\nb,positive\n");
+  auto r = ReadTable(c, o, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].label, 1.0f);
+  EXPECT_EQ((*r)[1].label, 0.0f);
+  std::string j = WriteTmp("named.jsonl", "{\"sentence\": \"a\", \"label\": \"positive\"}\n");
+  auto s = ReadTable(j, o, 2);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)[0].label, 0.0f);
+  std::string bad = WriteTmp("named_bad.csv", "sentence,label\na,negative\nb,neutral\n");
+  ExpectError(ReadTable(bad, o, 2), bad, 3,
+              "label \"neutral\" is not one of data.labels (positive, negative)");
+  // predict: names map to ids; other cells must still be numbers.
+  auto p = ReadTableForPredict(c, o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)[0].label, 1.0f);
+}
+
+TEST(ReadTable, StringLabelsInferredSortedWhenNotGiven) {
+  std::string c = WriteTmp("infer.csv",
+                           "sentence,label\na,neutral\nb,entailment\nc,contradiction\nd,neutral\n");
+  absl::StatusOr<TsvLineParser> parser = TsvLineParser::ForTraining(c, 3);
+  ASSERT_TRUE(parser.ok());
+  auto r = ReadTable(c, TableOptions{}, 3);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // contradiction=0, entailment=1, neutral=2.
+  EXPECT_EQ((*r)[0].label, 2.0f);
+  EXPECT_EQ((*r)[1].label, 1.0f);
+  EXPECT_EQ((*r)[2].label, 0.0f);
+  EXPECT_EQ((*r)[3].label, 2.0f);
+  // Too many or too few classes for num_labels.
+  ExpectError(ReadTable(c, TableOptions{}, 2), c, 4, "is a class beyond num_labels 2");
+  auto few = ReadTable(c, TableOptions{}, 4);
+  ASSERT_FALSE(few.ok());
+  EXPECT_THAT(
+      std::string(few.status().message()),
+      HasSubstr("3 distinct labels (neutral, entailment, contradiction) but num_labels is 4"));
+  // An integer first label keeps the TSV rules: ids, and a word later is an error.
+  std::string ids = WriteTmp("ids.tsv", "sentence\tlabel\na\t1\nb\tpositive\n");
+  ExpectError(ReadTable(ids, TableOptions{}, 2), ids, 3, "not an integer");
 }
 
 }  // namespace
