@@ -32,6 +32,9 @@ enum class Device { kCpu, kCuda, kAuto };
 // train.resume: what a run does with the checkpoints already in its output.dir
 // (trainer/train/resume_policy.h).
 enum class ResumeMode { kAuto, kNever, kForce };
+// data.format: how data.train and data.eval are read (trainer/data/tsv.h); kAuto goes by each
+// file's extension (.csv, .jsonl/.json, anything else TSV).
+enum class DataFormat { kAuto, kTsv, kCsv, kJsonl };
 
 template <typename E>
 struct SettingTable;
@@ -78,6 +81,15 @@ template <>
 struct SettingTable<ResumeMode> {
   static constexpr std::pair<ResumeMode, std::string_view> kNames[] = {
       {ResumeMode::kAuto, "auto"}, {ResumeMode::kNever, "never"}, {ResumeMode::kForce, "force"}};
+};
+
+template <>
+struct SettingTable<DataFormat> {
+  static constexpr std::pair<DataFormat, std::string_view> kNames[] = {
+      {DataFormat::kAuto, "auto"},
+      {DataFormat::kTsv, "tsv"},
+      {DataFormat::kCsv, "csv"},
+      {DataFormat::kJsonl, "jsonl"}};
 };
 
 // The name of `v` as the job spec writes it.

@@ -392,15 +392,6 @@ void ParseModel(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
   m.ReportUnknown();
 }
 
-void ParseData(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
-  MapReader m = Section(root, "data", errors, marks);
-  m.Get("train", &spec.data.train, ToString);
-  m.Get("eval", &spec.data.eval, ToString);
-  m.Get("max_seq_len", &spec.data.max_seq_len, ToInt);
-  m.Get("shuffle", &spec.data.shuffle, ToBool);
-  m.ReportUnknown();
-}
-
 std::optional<std::pair<double, double>> ToBetas(const Value& v) {
   if (!v.node.IsSequence() || v.node.size() != 2) {
     v.TypeError("a list of two numbers [beta1, beta2]");
@@ -443,6 +434,40 @@ void GetSetting(MapReader& m, absl::string_view key, E* out, Errors& errors,
                                           "' is not one of: ", jobspec::AllowedSettingNames<E>()));
     unknown.paths.insert(path);
   }
+}
+
+std::optional<std::vector<std::string>> ToStringList(const Value& v) {
+  if (!v.node.IsSequence()) {
+    v.TypeError("a list of strings");
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  bool ok = true;
+  for (size_t i = 0; i < v.node.size(); ++i) {
+    YAML::Node item = v.node[i];
+    YAML::Mark mark = ValidMark(item.Mark()) ? item.Mark() : v.mark;
+    std::string path = absl::StrCat(v.path, "[", i, "]");
+    std::optional<std::string> s = ToString(Value{item, mark, path, v.errors});
+    ok = ok && s.has_value();
+    if (s) out.push_back(*std::move(s));
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+void ParseData(MapReader& root, JobSpec& spec, Errors& errors, UnknownSettings& unknown,
+               Marks& marks) {
+  MapReader m = Section(root, "data", errors, marks);
+  m.Get("train", &spec.data.train, ToString);
+  m.Get("eval", &spec.data.eval, ToString);
+  GetSetting(m, "format", &spec.data.format, errors, unknown);
+  m.Get("text_column", &spec.data.text_column, ToString);
+  m.Get("label_column", &spec.data.label_column, ToString);
+  m.Get("text_pair_column", &spec.data.text_pair_column, ToString);
+  m.Get("labels", &spec.data.labels, ToStringList);
+  m.Get("max_seq_len", &spec.data.max_seq_len, ToInt);
+  m.Get("shuffle", &spec.data.shuffle, ToBool);
+  m.ReportUnknown();
 }
 
 void ParseTrain(MapReader& root, JobSpec& spec, Errors& errors, UnknownSettings& unknown,
@@ -643,6 +668,38 @@ void Validate(const JobSpec& s, const Marks* marks,
     bad("data.max_seq_len",
         absl::StrCat("must be in [2, 8192] ([CLS] and [SEP] take two), got ", s.data.max_seq_len));
   }
+  if (s.data.text_column.empty()) bad("data.text_column", "must not be empty");
+  if (s.data.label_column.empty()) bad("data.label_column", "must not be empty");
+  if (!s.data.text_column.empty() && s.data.text_column == s.data.label_column) {
+    bad("data.label_column",
+        absl::StrCat("names the same column as data.text_column ('", s.data.text_column, "')"));
+  }
+  if (!s.data.labels.empty()) {
+    std::set<std::string> seen;
+    for (const std::string& name : s.data.labels) {
+      if (name.empty()) bad("data.labels", "a label name is empty");
+      if (!seen.insert(name).second)
+        bad("data.labels", absl::StrCat("'", name, "' is listed twice"));
+    }
+    if (s.model.num_labels == 1) {
+      bad("data.labels", "names classes, but model.num_labels: 1 is regression");
+    } else if (s.data.labels.size() != static_cast<size_t>(s.model.num_labels)) {
+      bad("data.labels", absl::StrCat("has ", s.data.labels.size(),
+                                      " names but model.num_labels is ", s.model.num_labels));
+    }
+  }
+  const std::string& pair = s.data.text_pair_column;
+  if (!pair.empty() && (pair == s.data.text_column || pair == s.data.label_column)) {
+    bad("data.text_pair_column",
+        absl::StrCat("names the same column as data.",
+                     pair == s.data.text_column ? "text_column" : "label_column", " ('", pair,
+                     "')"));
+  }
+  if (!pair.empty() && s.data.max_seq_len < 3) {
+    bad("data.max_seq_len",
+        absl::StrCat("must be >= 3 for sentence pairs ([CLS] a [SEP] b [SEP]), got ",
+                     s.data.max_seq_len));
+  }
 
   // train
   const TrainSpec& t = s.train;
@@ -838,7 +895,7 @@ absl::StatusOr<JobSpec> ParseJobSpecImpl(std::string_view yaml_text, std::string
   MapReader root(doc, "", doc.Mark(), errors, marks, asked);
   root.Get("name", &spec.name, ToString);
   ParseModel(root, spec, errors, marks);
-  ParseData(root, spec, errors, marks);
+  ParseData(root, spec, errors, unknown_settings, marks);
   ParseTrain(root, spec, errors, unknown_settings, marks);
   ParseOutput(root, spec, errors, marks);
   ParseDistributed(root, spec, errors, unknown_settings, marks);

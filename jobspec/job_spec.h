@@ -24,6 +24,7 @@ namespace ringmaster::trainer {
 
 using jobspec::Backend;
 using jobspec::Compression;
+using jobspec::DataFormat;
 using jobspec::Device;
 using jobspec::LrScheduleKind;
 using jobspec::Precision;
@@ -49,7 +50,14 @@ struct ModelSpec {
 };
 
 struct DataSpec {
-  std::string train, eval;  // SST-2 style TSV; eval empty = no evaluation
+  std::string train, eval;  // TSV, CSV or JSON Lines; eval empty = no evaluation
+  DataFormat format = DataFormat::kAuto;
+  std::string text_column = "sentence";  // the column (JSON key) holding the text
+  std::string label_column = "label";
+  std::string text_pair_column;  // sentence pairs' second text; empty: single texts
+  // Class names, in id order: label cells are these names. Empty: class ids, or names inferred
+  // from data.train (sorted) when its first label is not an integer (trainer/data/tsv.h).
+  std::vector<std::string> labels;
   int max_seq_len = 128;
   bool shuffle = true;
 };

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -213,6 +214,46 @@ TEST(JobSpecTest, BadEnumsListAllowedValues) {
   for (const Case& c : cases) {
     EXPECT_THAT(ErrorOf(std::string(kMinimal) + c.yaml), HasSubstr(c.error)) << c.yaml;
   }
+}
+
+// The data file layout keys: parsed, checked and written back.
+std::string WithData(const std::string& data_keys) {
+  return absl::StrCat("model:\n  init_from: models/bert\ndata:\n  train: train.csv\n", data_keys,
+                      "output:\n  dir: out\n");
+}
+
+TEST(JobSpecTest, DataFormatAndColumns) {
+  absl::StatusOr<JobSpec> d = Parse(WithData(""));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->data.format, DataFormat::kAuto);
+  EXPECT_EQ(d->data.text_column, "sentence");
+  EXPECT_EQ(d->data.label_column, "label");
+  absl::StatusOr<JobSpec> s =
+      Parse(WithData("  format: jsonl\n  text_column: review\n  label_column: stars\n"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->data.format, DataFormat::kJsonl);
+  EXPECT_EQ(s->data.text_column, "review");
+  EXPECT_EQ(s->data.label_column, "stars");
+  absl::StatusOr<JobSpec> back = Parse(JobSpecToYaml(*s));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(JobSpecToYaml(*back), JobSpecToYaml(*s));
+  EXPECT_EQ(back->data.format, DataFormat::kJsonl);
+
+  absl::StatusOr<JobSpec> named = Parse(WithData("  labels: [negative, positive]\n"));
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_THAT(named->data.labels, ::testing::ElementsAre("negative", "positive"));
+  absl::StatusOr<JobSpec> named_back = Parse(JobSpecToYaml(*named));
+  ASSERT_TRUE(named_back.ok()) << named_back.status();
+  EXPECT_EQ(named_back->data.labels, named->data.labels);
+  EXPECT_THAT(ErrorOf(WithData("  labels: [a, b, c]\n")),
+              HasSubstr("data.labels: has 3 names but model.num_labels is 2"));
+  EXPECT_THAT(ErrorOf(WithData("  labels: [a, a]\n")), HasSubstr("'a' is listed twice"));
+  EXPECT_THAT(ErrorOf(WithData("  labels: a\n")), HasSubstr("expected a list of strings"));
+  EXPECT_THAT(ErrorOf(WithData("  format: xlsx\n")),
+              HasSubstr("data.format: 'xlsx' is not one of: auto, tsv, csv, jsonl"));
+  EXPECT_THAT(ErrorOf(WithData("  text_column: ''\n")), HasSubstr("data.text_column"));
+  EXPECT_THAT(ErrorOf(WithData("  text_column: y\n  label_column: y\n")),
+              HasSubstr("data.label_column: names the same column as data.text_column ('y')"));
 }
 
 TEST(JobSpecTest, RequiredFields) {

@@ -110,6 +110,16 @@ std::string JobSpecToYaml(const JobSpec& s) {
   out << YAML::Value << YAML::BeginMap;
   KeyString(out, "train", s.data.train);
   if (!s.data.eval.empty()) KeyString(out, "eval", s.data.eval);
+  KeyString(out, "format", std::string(SettingName(s.data.format)));
+  KeyString(out, "text_column", s.data.text_column);
+  KeyString(out, "label_column", s.data.label_column);
+  if (!s.data.text_pair_column.empty()) KeyString(out, "text_pair_column", s.data.text_pair_column);
+  if (!s.data.labels.empty()) {
+    Key(out, "labels");
+    out << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const std::string& name : s.data.labels) out << YAML::DoubleQuoted << name;
+    out << YAML::EndSeq;
+  }
   KeyNumber(out, "max_seq_len", s.data.max_seq_len);
   KeyBool(out, "shuffle", s.data.shuffle);
   out << YAML::EndMap;

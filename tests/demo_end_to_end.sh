@@ -23,7 +23,7 @@ awk -v a="$acc" 'BEGIN { exit !(a >= 0.90) }' || { echo "dev accuracy $acc < 0.9
 
 "$T" predict --model runs/demo/final --input runs/demo/data/dev.tsv --output pred.tsv --max-len 64
 # Accuracy recomputed from predict's output must agree with what training reported.
-pred_acc=$(paste <(cut -f1 pred.tsv) <(tail -n +2 runs/demo/data/dev.tsv | cut -f2) |
+pred_acc=$(paste <(tail -n +2 pred.tsv | cut -f1) <(tail -n +2 runs/demo/data/dev.tsv | cut -f2) |
   awk '{ n++; if ($1 == $2) c++ } END { printf "%.4f", c / n }')
 [[ $pred_acc == "$acc" ]] || { echo "predict accuracy $pred_acc != training's $acc"; exit 1; }
 

@@ -94,8 +94,8 @@ m=$(bad_model cfg); grep -v '"num_hidden_layers"' "$model/config.json" >"$m/conf
 expect_error "missing config field" "config.json.*num_hidden_layers" -- "$T" predict --model "$m" --input "$work/data/dev.tsv" --output "$work/pred_cfg.tsv"
 if ls "$work"/pred_*.tsv* >/dev/null 2>&1; then echo "FAIL: a failed predict left output: $(ls "$work"/pred_*)"; fail=1; fi
 
-# Good path for comparison: predict writes one line per row.
+# Good path for comparison: predict writes its header and one line per row.
 "$T" predict --model "$model" --input "$work/data/dev.tsv" --output "$work/pred_ok.tsv" || fail=1
-[[ $(wc -l <"$work/pred_ok.tsv") -eq 16 ]] || { echo "FAIL: predict wrote $(wc -l <"$work/pred_ok.tsv") lines for 16 rows"; fail=1; }
+[[ $(wc -l <"$work/pred_ok.tsv") -eq 17 ]] || { echo "FAIL: predict wrote $(wc -l <"$work/pred_ok.tsv") lines for a header and 16 rows"; fail=1; }
 
 exit $fail

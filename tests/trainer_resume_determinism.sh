@@ -46,7 +46,7 @@ acc_printed=$(sed -n 's/^dev accuracy \([0-9.]*\),.*/\1/p' <<<"$printed")
 # `predict` on final/: its accuracy, and its mean cross-entropy from the logits it prints (the
 # accuracy alone could agree by chance; the loss pins the weights).
 "$T" predict --model "$work/a/final" --input "$work/data/dev.tsv" --max-len 48 >"$work/a.pred"
-read -r acc_predict loss_predict < <(paste <(tail -n +2 "$work/data/dev.tsv" | cut -f2) "$work/a.pred" |
+read -r acc_predict loss_predict < <(paste <(tail -n +2 "$work/data/dev.tsv" | cut -f2) <(tail -n +2 "$work/a.pred") |
   awk -F'\t' '{ n++; ok += ($1 == $2); m = $3; for (i = 4; i <= NF; i++) if ($i > m) m = $i
                  s = 0; for (i = 3; i <= NF; i++) s += exp($i - m); loss += m + log(s) - $($1 + 3) }
                END { if (n != 100) exit 1; printf "%.6f %.7f\n", ok / n, loss / n }') ||

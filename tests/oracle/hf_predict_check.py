@@ -25,7 +25,11 @@ def main():
         rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
     sentences = [r[0] for r in rows]
     with open(a.ours, encoding="utf-8") as f:
-        ours = [list(map(float, line.split("\t"))) for line in f.read().splitlines()]
+        lines = f.read().splitlines()
+    if not lines or not lines[0].startswith("label\t"):
+        print("our output has no header line")
+        return 1
+    ours = [list(map(float, line.split("\t"))) for line in lines[1:]]
     if len(ours) != len(sentences):
         print(f"row count differs: ours {len(ours)}, input {len(sentences)}")
         return 1

@@ -400,27 +400,12 @@ absl::Status Train(const Args& a) {
 
 absl::Status Predict(const Args& a) {
   if (!a.values.count("--model") || !a.values.count("--input")) {
-    return absl::InvalidArgumentError("predict needs --model DIR and --input FILE.tsv");
+    return absl::InvalidArgumentError("predict needs --model DIR and --input FILE");
   }
   RM_ASSIGN_OR_RETURN(rt::LoadedModel m, rt::LoadModelDir(a.values.at("--model")));
   RM_ASSIGN_OR_RETURN(int max_len, IntFlag(a, "--max-len", 128, 2));
   max_len = std::min(max_len, m.config.max_position_embeddings);
-  RM_ASSIGN_OR_RETURN(std::vector<rt::Example> rows, rt::ReadTsvForPredict(a.values.at("--input")));
-  std::vector<rt::EncodedExample> data =
-      rt::EncodeAll(rows, [&](std::string_view s) { return m.tokenizer->Encode(s, max_len); });
-  for (auto& e : data) e.label = 0;  // predict ignores labels
-  rt::BertModel<float> model(m.config, m.layout);
-  std::vector<float> logits;
-  rt::Evaluate(model, m, data, 64, &logits);
-  const int C = m.config.num_labels;
-  std::string out;
-  for (size_t i = 0; i < data.size(); ++i) {
-    const float* row = logits.data() + i * C;
-    const int pred = C > 1 ? static_cast<int>(std::max_element(row, row + C) - row) : 0;
-    absl::StrAppend(&out, pred);
-    for (int c = 0; c < C; ++c) absl::StrAppend(&out, "\t", absl::StrFormat("%.7g", row[c]));
-    out += "\n";
-  }
+  RM_ASSIGN_OR_RETURN(std::string out, rt::PredictFile(m, a.values.at("--input"), max_len));
   auto o = a.values.find("--output");
   if (o != a.values.end()) return ringmaster::WriteFileAtomic(o->second, out);
   std::fwrite(out.data(), 1, out.size(), stdout);

@@ -56,6 +56,7 @@ Batch Assemble(const RowAt& row_at, const std::vector<int64_t>& indices, int32_t
     const EncodedExample& ex = row_at(r);
     std::copy(ex.ids.begin(), ex.ids.end(), b.input_ids.begin() + r * seq);
     std::fill_n(b.attention_mask.begin() + r * seq, ex.ids.size(), 1.0f);
+    std::copy(ex.type_ids.begin(), ex.type_ids.end(), b.token_type_ids.begin() + r * seq);
     b.labels.push_back(ex.label);
   }
   return b;
@@ -220,10 +221,11 @@ absl::Status BatchPrefetcher::status() {
   return error_;
 }
 
-std::vector<EncodedExample> EncodeAll(
-    const std::vector<Example>& examples,
-    const std::function<std::vector<int32_t>(std::string_view)>& encode) {
-  const size_t n = examples.size();
+namespace {
+
+// Runs encode_one(i) for every example, in parallel (see EncodeAll).
+std::vector<EncodedExample> EncodeEach(
+    size_t n, const std::function<void(size_t i, EncodedExample* out)>& encode_one) {
   std::vector<EncodedExample> out(n);
   size_t threads = std::max<size_t>(1, std::thread::hardware_concurrency());
   // Small chunks claimed from a shared counter balance uneven sentence lengths across threads.
@@ -239,10 +241,7 @@ std::vector<EncodedExample> EncodeAll(
       if (begin >= n || failed.load(std::memory_order_relaxed)) return;
       size_t end = std::min(n, begin + kChunk);
       try {
-        for (size_t i = begin; i < end; ++i) {
-          out[i].ids = encode(examples[i].sentence);
-          out[i].label = examples[i].label;
-        }
+        for (size_t i = begin; i < end; ++i) encode_one(i, &out[i]);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (!error) error = std::current_exception();
@@ -261,6 +260,25 @@ std::vector<EncodedExample> EncodeAll(
   }
   if (error) std::rethrow_exception(error);
   return out;
+}
+
+}  // namespace
+
+std::vector<EncodedExample> EncodeAll(
+    const std::vector<Example>& examples,
+    const std::function<std::vector<int32_t>(std::string_view)>& encode) {
+  return EncodeEach(examples.size(), [&](size_t i, EncodedExample* out) {
+    out->ids = encode(examples[i].sentence);
+    out->label = examples[i].label;
+  });
+}
+
+std::vector<EncodedExample> EncodeAllPairs(const std::vector<Example>& examples,
+                                           const PairEncoder& encode) {
+  return EncodeEach(examples.size(), [&](size_t i, EncodedExample* out) {
+    out->ids = encode(examples[i].sentence, examples[i].text_pair, &out->type_ids);
+    out->label = examples[i].label;
+  });
 }
 
 }  // namespace ringmaster::trainer

@@ -23,9 +23,15 @@
 namespace ringmaster::trainer {
 
 struct EncodedExample {
-  std::vector<int32_t> ids;  // [CLS] ... [SEP], already truncated, not padded
+  std::vector<int32_t>
+      ids;  // [CLS] ... [SEP] (pairs: [CLS] a [SEP] b [SEP]), truncated, not padded
   float label = 0;
+  std::vector<int32_t> type_ids;  // token type ids, as many as ids; empty: all 0
 };
+
+// A sentence pair to ids ([CLS] a [SEP] b [SEP], truncated) and its token type ids.
+using PairEncoder = std::function<std::vector<int32_t>(std::string_view a, std::string_view b,
+                                                       std::vector<int32_t>* type_ids)>;
 
 // Padded to the longest row in the batch (dynamic padding), not to max_len.
 struct Batch {
@@ -33,7 +39,7 @@ struct Batch {
   int seq_len = 0;
   std::vector<int32_t> input_ids;       // [batch_size * seq_len], row-major
   std::vector<float> attention_mask;    // 1 for tokens, 0 for padding
-  std::vector<int32_t> token_type_ids;  // all 0 (single-sentence tasks)
+  std::vector<int32_t> token_type_ids;  // 0, and 1 for a pair's second text
   std::vector<float> labels;            // [batch_size]
   std::vector<int64_t> example_index;   // row in the source file, for predict output ordering
 
@@ -125,5 +131,8 @@ class BatchPrefetcher {
 std::vector<EncodedExample> EncodeAll(
     const std::vector<Example>& examples,
     const std::function<std::vector<int32_t>(std::string_view)>& encode);
+// The same for sentence pairs (Example::sentence, Example::text_pair).
+std::vector<EncodedExample> EncodeAllPairs(const std::vector<Example>& examples,
+                                           const PairEncoder& encode);
 
 }  // namespace ringmaster::trainer

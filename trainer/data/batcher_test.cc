@@ -73,6 +73,31 @@ TEST(MakeBatch, FromRowsEqualsGatheringFromTheWholeSet) {
   EXPECT_EQ(got.example_index, indices);
 }
 
+TEST(MakeBatch, CopiesTokenTypeIdsOfPairs) {
+  std::vector<EncodedExample> data(2);
+  data[0] = {{7, 1, 5, 2, 5}, 1, {0, 0, 0, 1, 1}};  // a pair
+  data[1] = {{7, 3, 5}, 0, {}};                     // a single text: all 0
+  Batch b = MakeBatch(data, {1, 0}, /*pad_id=*/-1);
+  EXPECT_THAT(b.token_type_ids, ElementsAre(0, 0, 0, 0, 0,  //
+                                            0, 0, 0, 1, 1));
+  EXPECT_THAT(b.attention_mask, ElementsAre(1, 1, 1, 0, 0, 1, 1, 1, 1, 1));
+}
+
+TEST(EncodeAllPairs, PassesBothTextsAndKeepsTypeIds) {
+  std::vector<Example> examples = {{"a", 1, "bb"}, {"ccc", 0, ""}};
+  auto encoded = EncodeAllPairs(
+      examples, [](std::string_view a, std::string_view b, std::vector<int32_t>* types) {
+        types->assign(a.size() + b.size(), 0);
+        std::fill(types->begin() + static_cast<ptrdiff_t>(a.size()), types->end(), 1);
+        return std::vector<int32_t>(a.size() + b.size(), 9);
+      });
+  ASSERT_EQ(encoded.size(), 2u);
+  EXPECT_THAT(encoded[0].type_ids, ElementsAre(0, 1, 1));
+  EXPECT_EQ(encoded[0].label, 1);
+  EXPECT_THAT(encoded[1].type_ids, ElementsAre(0, 0, 0));
+  EXPECT_EQ(encoded[1].label, 0);
+}
+
 TEST(MakeBatch, EmptyIndicesGiveEmptyBatch) {
   auto data = MakeData({2});
   Batch b = MakeBatch(data, {}, 0);

@@ -36,8 +36,9 @@ class FdCloser {
 
 }  // namespace
 
-absl::StatusOr<TsvRowIndex> TsvRowIndex::Build(const std::string& path, int num_labels) {
-  RM_ASSIGN_OR_RETURN(TsvLineParser parser, TsvLineParser::ForTraining(path, num_labels));
+absl::StatusOr<TsvRowIndex> TsvRowIndex::Build(const std::string& path, int num_labels,
+                                               const TableOptions& options) {
+  RM_ASSIGN_OR_RETURN(TsvLineParser parser, TsvLineParser::ForTraining(path, num_labels, options));
   // The same checks, and messages, as ReadFile's (a FIFO or device is refused, not waited on).
   RM_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   FdCloser closer(fd);
@@ -51,16 +52,29 @@ absl::StatusOr<TsvRowIndex> TsvRowIndex::Build(const std::string& path, int num_
   TsvRowIndex index;
   index.path_ = path;
   std::optional<TsvLineParser::Row> row;
-  // A row's sentence starts at line_start + sentence_begin; labels are parsed here, once.
+  uint64_t record_start = 0;  // file offset of the record the next line belongs to
+  // A TSV row's sentence starts at line_start + sentence_begin; other formats' rows are whole
+  // records (a CSV record may span lines). Labels are parsed here, once.
   auto feed = [&](absl::string_view line, uint64_t line_start) -> absl::Status {
+    if (!parser.in_record()) record_start = line_start;
     RM_RETURN_IF_ERROR(parser.Feed(line, &row));
-    if (row) {
+    if (!row) return absl::OkStatus();
+    if (parser.text_is_span()) {
       index.offsets_.push_back(line_start + row->sentence_begin);
       index.text_bytes_.push_back(static_cast<uint32_t>(row->sentence_size));
       index.words_.push_back(
           CountWords(std::string_view(line.data() + row->sentence_begin, row->sentence_size)));
-      index.labels_.push_back(row->label);
+    } else {
+      const uint64_t size = line_start + line.size() - record_start;
+      if (size > UINT32_MAX) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ":", parser.line_no(), ": a record of ", size, " bytes (4 GiB at most)"));
+      }
+      index.offsets_.push_back(record_start);
+      index.text_bytes_.push_back(static_cast<uint32_t>(size));
+      index.words_.push_back(CountWords(row->text) + CountWords(row->text_pair));
     }
+    index.labels_.push_back(row->label);
     return absl::OkStatus();
   };
 
@@ -91,6 +105,10 @@ absl::StatusOr<TsvRowIndex> TsvRowIndex::Build(const std::string& path, int num_
   }
   if (!buf.empty()) RM_RETURN_IF_ERROR(feed(buf, buf_start));
   RM_RETURN_IF_ERROR(parser.Finish());
+  for (float& label : index.labels_) label = parser.FinalLabel(label);
+  index.label_names_ = parser.label_names();
+  index.has_pairs_ = parser.has_pairs();
+  if (!parser.text_is_span()) index.decoder_ = std::make_unique<TsvLineParser>(std::move(parser));
   index.offsets_.shrink_to_fit();
   index.text_bytes_.shrink_to_fit();
   index.words_.shrink_to_fit();
@@ -102,20 +120,26 @@ absl::StatusOr<TsvRowIndex> TsvRowIndex::Build(const std::string& path, int num_
 TsvRowIndex::TsvRowIndex(TsvRowIndex&& other) noexcept
     : path_(std::move(other.path_)),
       fd_(std::exchange(other.fd_, -1)),
+      decoder_(std::move(other.decoder_)),
       offsets_(std::move(other.offsets_)),
       text_bytes_(std::move(other.text_bytes_)),
       words_(std::move(other.words_)),
-      labels_(std::move(other.labels_)) {}
+      labels_(std::move(other.labels_)),
+      has_pairs_(other.has_pairs_),
+      label_names_(std::move(other.label_names_)) {}
 
 TsvRowIndex& TsvRowIndex::operator=(TsvRowIndex&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);
+    decoder_ = std::move(other.decoder_);
     offsets_ = std::move(other.offsets_);
     text_bytes_ = std::move(other.text_bytes_);
     words_ = std::move(other.words_);
     labels_ = std::move(other.labels_);
+    has_pairs_ = other.has_pairs_;
+    label_names_ = std::move(other.label_names_);
   }
   return *this;
 }
@@ -131,8 +155,9 @@ size_t TsvRowIndex::memory_bytes() const {
 
 std::vector<uint32_t> TsvRowIndex::LengthKeys(int max_len) const {
   std::vector<uint32_t> keys(words_.size());
-  const uint32_t cap = static_cast<uint32_t>(std::max(max_len, 2));
-  for (size_t i = 0; i < words_.size(); ++i) keys[i] = std::min(words_[i] + 2, cap);
+  const uint32_t specials = has_pairs_ ? 3 : 2;  // [CLS] [SEP] (and a second [SEP])
+  const uint32_t cap = static_cast<uint32_t>(std::max<int>(max_len, specials));
+  for (size_t i = 0; i < words_.size(); ++i) keys[i] = std::min(words_[i] + specials, cap);
   return keys;
 }
 
@@ -207,6 +232,11 @@ uint32_t CountWords(std::string_view text) {
 }
 
 absl::StatusOr<std::string> TsvRowIndex::ReadText(int64_t row) const {
+  RM_ASSIGN_OR_RETURN(RowText t, ReadRow(row));
+  return std::move(t.text);
+}
+
+absl::StatusOr<RowText> TsvRowIndex::ReadRow(int64_t row) const {
   if (row < 0 || static_cast<size_t>(row) >= size()) {
     return absl::OutOfRangeError(
         absl::StrCat(path_, ": row ", row, " is out of range (", size(), " rows)"));
@@ -226,7 +256,8 @@ absl::StatusOr<std::string> TsvRowIndex::ReadText(int64_t row) const {
     }
     done += static_cast<size_t>(n);
   }
-  return text;
+  if (decoder_ != nullptr) return decoder_->TextOfRecord(text);
+  return RowText{std::move(text), ""};
 }
 
 absl::StatusOr<Batch> MakeIndexedBatch(
@@ -236,6 +267,17 @@ absl::StatusOr<Batch> MakeIndexedBatch(
   for (size_t i = 0; i < rows.size(); ++i) {
     RM_ASSIGN_OR_RETURN(std::string text, index.ReadText(rows[i]));
     encoded[i].ids = encode(text);
+    encoded[i].label = index.label(rows[i]);
+  }
+  return MakeBatchFromRows(encoded, rows, pad_id);
+}
+
+absl::StatusOr<Batch> MakeIndexedBatch(const TsvRowIndex& index, const std::vector<int64_t>& rows,
+                                       const PairEncoder& encode, int32_t pad_id) {
+  std::vector<EncodedExample> encoded(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    RM_ASSIGN_OR_RETURN(RowText text, index.ReadRow(rows[i]));
+    encoded[i].ids = encode(text.text, text.text_pair, &encoded[i].type_ids);
     encoded[i].label = index.label(rows[i]);
   }
   return MakeBatchFromRows(encoded, rows, pad_id);

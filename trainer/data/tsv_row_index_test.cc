@@ -67,6 +67,93 @@ TEST(TsvRowIndex, ReadsRowsAsReadTsvDoes) {
   ExpectSameAsReadTsv(WriteTmp("utf8.tsv", "sentence\tlabel\ncaf\xC3\xA9 \xE2\x9C\x93\t1\n"), 2);
 }
 
+TableOptions Columns(DataFormat format, std::string text, std::string label) {
+  TableOptions o;
+  o.format = format;
+  o.text_column = std::move(text);
+  o.label_column = std::move(label);
+  return o;
+}
+
+// The same for CSV and JSON Lines: ReadText decodes each record again.
+void ExpectSameAsReadTable(const std::string& path, const TableOptions& options, int num_labels) {
+  SCOPED_TRACE(path);
+  absl::StatusOr<std::vector<Example>> want = ReadTable(path, options, num_labels);
+  absl::StatusOr<TsvRowIndex> got = TsvRowIndex::Build(path, num_labels, options);
+  ASSERT_EQ(got.status(), want.status());
+  if (!want.ok()) return;
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < want->size(); ++i) {
+    absl::StatusOr<std::string> text = got->ReadText(static_cast<int64_t>(i));
+    ASSERT_TRUE(text.ok()) << text.status();
+    ASSERT_EQ(*text, (*want)[i].sentence) << "row " << i;
+    ASSERT_EQ(got->label(static_cast<int64_t>(i)), (*want)[i].label) << "row " << i;
+    ASSERT_EQ(got->words()[i], CountWords((*want)[i].sentence)) << "row " << i;
+  }
+}
+
+TEST(TsvRowIndex, ReadsCsvAndJsonLinesAsReadTableDoes) {
+  const TableOptions csv = Columns(DataFormat::kAuto, "review", "stars");
+  ExpectSameAsReadTable(WriteTmp("ok.csv",
+                                 "\xEF\xBB\xBFid,review,stars\r\n1,\"great, really\",1\r\n"
+                                 "2,\"said \"\"meh\"\"\r\n\r\nthen left\",0\r\n3,plain,1"),
+                        csv, 2);
+  ExpectSameAsReadTable(WriteTmp("bad.csv", "id,review,stars\n1,\"open,1\n"), csv, 2);
+  const TableOptions jsonl = Columns(DataFormat::kAuto, "text", "y");
+  ExpectSameAsReadTable(WriteTmp("ok.jsonl",
+                                 "\xEF\xBB\xBF{\"text\": \"a \\u00e9\", \"y\": 1}\r\n"
+                                 "{\"y\": 0, \"text\": \"b\\nc\"}\n"),
+                        jsonl, 2);
+  ExpectSameAsReadTable(WriteTmp("bad.jsonl", "{\"text\": \"a\", \"y\": 3}\n"), jsonl, 2);
+}
+
+TEST(TsvRowIndex, ReadsSentencePairs) {
+  TableOptions o;
+  o.text_column = "q";
+  o.text_pair_column = "p";
+  for (const auto& [name, body] : std::vector<std::pair<std::string, std::string>>{
+           {"pairs.tsv", "q\tp\tlabel\nwho is it\tit is me\t1\nx\t\t0\n"},
+           {"pairs.csv", "q,p,label\nwho is it,\"it is\nme\",1\nx,,0\n"},
+           {"pairs.jsonl",
+            "{\"q\": \"who is it\", \"p\": \"it is me\", \"label\": 1}\n"
+            "{\"q\": \"x\", \"p\": \"\", \"label\": 0}\n"}}) {
+    SCOPED_TRACE(name);
+    const std::string path = WriteTmp(name, body);
+    absl::StatusOr<TsvRowIndex> index = TsvRowIndex::Build(path, 2, o);
+    ASSERT_TRUE(index.ok()) << index.status();
+    absl::StatusOr<std::vector<Example>> want = ReadTable(path, o, 2);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(index->has_pairs());
+    ASSERT_EQ(index->size(), 2u);
+    for (int64_t i = 0; i < 2; ++i) {
+      absl::StatusOr<RowText> row = index->ReadRow(i);
+      ASSERT_TRUE(row.ok()) << row.status();
+      EXPECT_EQ(row->text, (*want)[i].sentence);
+      EXPECT_EQ(row->text_pair, (*want)[i].text_pair);
+    }
+    EXPECT_EQ(index->words()[0], 6u);  // both texts
+    // [CLS] a [SEP] b [SEP]: three specials.
+    EXPECT_THAT(index->LengthKeys(100), ::testing::ElementsAre(9, 4));
+    EXPECT_THAT(index->LengthKeys(5), ::testing::ElementsAre(5, 4));
+  }
+}
+
+TEST(TsvRowIndex, InfersLabelNamesAsReadTableDoes) {
+  const std::string path = WriteTmp(
+      "named.jsonl",
+      "{\"sentence\": \"a\", \"label\": \"pos\"}\n{\"sentence\": \"b\", \"label\": \"neg\"}\n");
+  ExpectSameAsReadTable(path, TableOptions{}, 2);
+  absl::StatusOr<TsvRowIndex> index = TsvRowIndex::Build(path, 2);
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_THAT(index->label_names(), ::testing::ElementsAre("neg", "pos"));
+  EXPECT_EQ(index->label(0), 1.0f);
+  EXPECT_EQ(index->label(1), 0.0f);
+  absl::StatusOr<TsvRowIndex> ids =
+      TsvRowIndex::Build(WriteTmp("ids.tsv", "sentence\tlabel\na\t1\n"), 2);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_TRUE(ids->label_names().empty());
+}
+
 TEST(TsvRowIndex, RefusesWhatReadTsvRefusesWithTheSameError) {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"nolabel.tsv", "sentence\nx\n"},

@@ -214,7 +214,8 @@ absl::StatusOr<HfModel> LoadHfModelDir(const std::string& dir, int num_labels_ov
 
 absl::Status ExportHfModelDir(const std::string& dir_in, const BertConfig& config,
                               const ParamLayout& layout, const float* params,
-                              const std::string& vocab_path, bool do_lower_case) {
+                              const std::string& vocab_path, bool do_lower_case,
+                              const std::map<std::string, std::string>& extra_files) {
   const std::string dir = StripTrailingSlashes(dir_in);
   RM_RETURN_IF_ERROR(ValidateBertConfig(config, absl::StrCat(dir, "/config.json")));
   // The names and shapes written must be the ones config.json implies, or the export would not
@@ -254,6 +255,9 @@ absl::Status ExportHfModelDir(const std::string& dir_in, const BertConfig& confi
   }
   if (s.ok()) {
     s = WriteFileAtomicBeneath(parent, tmp + "/special_tokens_map.json", SpecialTokensMapJson());
+  }
+  for (const auto& [name, contents] : extra_files) {
+    if (s.ok()) s = WriteFileAtomicBeneath(parent, absl::StrCat(tmp, "/", name), contents);
   }
   if (!s.ok()) {
     RemoveAll(tmp).IgnoreError();

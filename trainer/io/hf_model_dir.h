@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,11 @@ absl::StatusOr<HfModel> LoadHfModelDir(const std::string& dir, int num_labels_ov
 // renamed to "DIR.old-<pid>", the new one renamed into place, the parent fsynced, and only
 // then is the old one deleted. A crash leaves DIR either old or new (or, in the instant between
 // the two renames, absent with the old copy beside it).
+// `extra_files` (name -> contents) are written beside them, in the same crash-safe step.
 absl::Status ExportHfModelDir(const std::string& dir, const BertConfig& config,
                               const ParamLayout& layout, const float* params,
-                              const std::string& vocab_path, bool do_lower_case);
+                              const std::string& vocab_path, bool do_lower_case,
+                              const std::map<std::string, std::string>& extra_files = {});
 
 // tokenizer_config.json's "do_lower_case" when present and boolean; true otherwise (the
 // BertTokenizer default).

@@ -383,4 +383,34 @@ std::vector<int32_t> WordPieceTokenizer::Encode(std::string_view text, int max_l
   return out;
 }
 
+std::vector<int32_t> WordPieceTokenizer::EncodePair(std::string_view a, std::string_view b,
+                                                    int max_len,
+                                                    std::vector<int32_t>* type_ids) const {
+  std::vector<int32_t> pa = TokenizeToIds(a), pb = TokenizeToIds(b);
+  const size_t budget = static_cast<size_t>(std::max(max_len, 3)) - 3;
+  const size_t na = pa.size(), nb = pb.size();
+  if (na + nb > budget) {
+    // Removing one piece at a time from the longer (b on a tie) first evens the two out, then
+    // alternates b, a, b, ...: in closed form, as transformers computes it.
+    const size_t remove = na + nb - budget;
+    const size_t first = std::min(na > nb ? na - nb : nb - na, remove);
+    const size_t second = remove - first;
+    const size_t from_a = (na > nb ? first : 0) + second / 2;
+    const size_t from_b = remove - from_a;
+    pa.resize(na - from_a);
+    pb.resize(nb - from_b);
+  }
+  std::vector<int32_t> out;
+  out.reserve(pa.size() + pb.size() + 3);
+  out.push_back(special_.cls);
+  out.insert(out.end(), pa.begin(), pa.end());
+  out.push_back(special_.sep);
+  const size_t first_segment = out.size();
+  out.insert(out.end(), pb.begin(), pb.end());
+  out.push_back(special_.sep);
+  type_ids->assign(out.size(), 0);
+  std::fill(type_ids->begin() + static_cast<ptrdiff_t>(first_segment), type_ids->end(), 1);
+  return out;
+}
+
 }  // namespace ringmaster::trainer

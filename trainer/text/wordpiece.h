@@ -54,6 +54,12 @@ class WordPieceTokenizer {
   // [CLS] pieces [SEP], pieces cut from the end so that the result has at most `max_len` ids
   // (max_len >= 2). Not padded.
   std::vector<int32_t> Encode(std::string_view text, int max_len) const;
+  // A sentence pair, [CLS] a [SEP] b [SEP], with at most `max_len` ids (max_len >= 3), and its
+  // token type ids into *type_ids: 0 up to the first [SEP], 1 after. Too long a pair loses
+  // pieces from the end of the longer of a and b, one at a time (b when they are as long): HF's
+  // truncation="longest_first". Not padded.
+  std::vector<int32_t> EncodePair(std::string_view a, std::string_view b, int max_len,
+                                  std::vector<int32_t>* type_ids) const;
 
   const SpecialTokenIds& special() const { return special_; }
   int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }  // lines

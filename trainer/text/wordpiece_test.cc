@@ -192,6 +192,39 @@ TEST(WordPieceTest, TruncationCutsPiecesFromTheEnd) {
   EXPECT_THAT(t.Encode("hello world you", 3), ElementsAre(7, 1, 5));
 }
 
+TEST(WordPieceTest, PairsAreClsASepBSepWithTypeIds) {
+  WordPieceTokenizer t = Make(true);
+  std::vector<int32_t> types;
+  // hello=1 world=2 you=18 x=30 b=36; [CLS]=7 [SEP]=5.
+  EXPECT_THAT(t.EncodePair("hello world", "you", 100, &types), ElementsAre(7, 1, 2, 5, 18, 5));
+  EXPECT_THAT(types, ElementsAre(0, 0, 0, 0, 1, 1));
+  EXPECT_THAT(t.EncodePair("", "", 100, &types), ElementsAre(7, 5, 5));
+  EXPECT_THAT(types, ElementsAre(0, 0, 1));
+}
+
+TEST(WordPieceTest, PairTruncationIsLongestFirst) {
+  WordPieceTokenizer t = Make(true);
+  std::vector<int32_t> types;
+  // a has 4 pieces, b 1: the 2 pieces over max_len 6 both come off a.
+  EXPECT_THAT(t.EncodePair("hello world you x", "b", 6, &types), ElementsAre(7, 1, 2, 5, 36, 5));
+  EXPECT_THAT(types, ElementsAre(0, 0, 0, 0, 1, 1));
+  // a 1, b 4: from b.
+  EXPECT_THAT(t.EncodePair("b", "hello world you x", 6, &types), ElementsAre(7, 36, 5, 1, 2, 5));
+  EXPECT_THAT(types, ElementsAre(0, 0, 0, 1, 1, 1));
+  // 3 and 3 pieces into 7 ids: 2 off, b loses its last first (a tie), then a.
+  EXPECT_THAT(t.EncodePair("hello world you", "x b hello", 7, &types),
+              ElementsAre(7, 1, 2, 5, 30, 36, 5));
+  // 3 and 3 into 6: 3 off: b, a, b.
+  EXPECT_THAT(t.EncodePair("hello world you", "x b hello", 6, &types),
+              ElementsAre(7, 1, 2, 5, 30, 5));
+  // 4 and 1 into 5 (2 pieces): all 3 off a, which evens them out.
+  EXPECT_THAT(t.EncodePair("hello world you x", "b", 5, &types), ElementsAre(7, 1, 5, 36, 5));
+  // Nothing fits but the three specials.
+  EXPECT_THAT(t.EncodePair("hello", "world", 3, &types), ElementsAre(7, 5, 5));
+  EXPECT_THAT(types, ElementsAre(0, 0, 1));
+  EXPECT_THAT(t.EncodePair("hello", "world", 1, &types), ElementsAre(7, 5, 5));
+}
+
 TEST(WordPieceTest, LiteralSpecialTokensStayWhole) {
   WordPieceTokenizer lower = Make(true);
   EXPECT_THAT(lower.TokenizeToIds("hello [MASK] world"), ElementsAre(1, 9, 2));

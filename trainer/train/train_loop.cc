@@ -18,6 +18,7 @@
 #include "common/progress.h"
 #include "common/status_macros.h"
 #include "trainer/model/cpu_ops.h"
+#include "trainer/train/eval_metrics.h"
 #include "trainer/train/sharded_checkpoint.h"
 
 namespace ringmaster::trainer {
@@ -250,6 +251,24 @@ absl::Status TrainLoop::Checkpoint() {
   return absl::OkStatus();
 }
 
+void AddEvalFigures(const EvalResult& e, nlohmann::json* line) {
+  if (e.f1) (*line)["eval_f1"] = *e.f1;
+  if (e.matthews_correlation) (*line)["eval_matthews_correlation"] = *e.matthews_correlation;
+  if (e.pearson) (*line)["eval_pearson"] = *e.pearson;
+  if (e.spearmanr) (*line)["eval_spearmanr"] = *e.spearmanr;
+}
+
+std::string EvalFiguresText(const EvalResult& e) {
+  std::vector<std::string> parts;
+  if (e.f1) parts.push_back(absl::StrFormat("f1 %.4f", *e.f1));
+  if (e.matthews_correlation) {
+    parts.push_back(absl::StrFormat("matthews_correlation %.4f", *e.matthews_correlation));
+  }
+  if (e.pearson) parts.push_back(absl::StrFormat("pearson %.4f", *e.pearson));
+  if (e.spearmanr) parts.push_back(absl::StrFormat("spearmanr %.4f", *e.spearmanr));
+  return parts.empty() ? "" : absl::StrCat("; ", absl::StrJoin(parts, ", "));
+}
+
 absl::StatusOr<EvalResult> TrainLoop::EvaluateAll() {
   // Rank r evaluates a contiguous share; every rank runs the same number of forwards (empty
   // ones included) because an engine may communicate inside each (full_shard gathers
@@ -263,6 +282,10 @@ absl::StatusOr<EvalResult> TrainLoop::EvaluateAll() {
   const int C = data_.num_labels;
   double loss_sum = 0;
   double correct = 0;
+  // Summed over the ranks with the loss: the confusion matrix (classification), or every
+  // prediction and label at its row (regression: Spearman needs them all).
+  const size_t C2 = static_cast<size_t>(C) * static_cast<size_t>(C);
+  std::vector<float> figures(C > 1 ? C2 : 2 * n, 0.0f);
   for (size_t k = 0; k < passes; ++k) {
     const size_t lo = std::min(e, b + k * bs), hi = std::min(e, lo + bs);
     if (lo == hi) {
@@ -280,16 +303,36 @@ absl::StatusOr<EvalResult> TrainLoop::EvaluateAll() {
                        static_cast<int>(batch.labels[i])) {
         ++correct;
       }
+      if (C > 1) {
+        const size_t pred = static_cast<size_t>(std::max_element(row, row + C) - row);
+        figures[static_cast<size_t>(batch.labels[i]) * C + pred] += 1.0f;
+      } else {
+        figures[lo + i] = row[0];
+        figures[n + lo + i] = batch.labels[i];
+      }
     }
   }
   RM_RETURN_IF_ERROR(engine_->status());
   std::vector<float> sums = {static_cast<float>(loss_sum), static_cast<float>(correct)};
+  sums.insert(sums.end(), figures.begin(), figures.end());
   RM_RETURN_IF_ERROR(engine_->AllReduceSum(&sums));
   EvalResult res;
   res.examples = static_cast<int64_t>(n);
   if (n > 0) {
     res.loss = sums[0] / static_cast<double>(n);
     res.accuracy = sums[1] / static_cast<double>(n);
+    if (C > 1) {
+      const ClassificationMetrics cm =
+          ClassificationMetricsOf(std::vector<double>(sums.begin() + 2, sums.begin() + 2 + C2), C);
+      res.f1 = cm.f1;
+      res.matthews_correlation = cm.matthews_correlation;
+    } else {
+      const RegressionMetrics rm =
+          RegressionMetricsOf(std::vector<double>(sums.begin() + 2, sums.begin() + 2 + n),
+                              std::vector<double>(sums.begin() + 2 + n, sums.end()));
+      res.pearson = rm.pearson;
+      res.spearmanr = rm.spearmanr;
+    }
   }
   return res;
 }
@@ -375,11 +418,17 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
             encoded_train_rows_.fetch_add(1, std::memory_order_relaxed);
             return data_.encode(text);
           };
+      const PairEncoder encode_pair = [this](std::string_view a, std::string_view b,
+                                             std::vector<int32_t>* types) {
+        encoded_train_rows_.fetch_add(1, std::memory_order_relaxed);
+        return data_.encode_pair(a, b, types);
+      };
       const size_t count = mine.size();
       BatchPrefetcher pf(
           count,
-          [this, mine = std::move(mine), encode, pad](size_t i) {
-            return MakeIndexedBatch(*data_.train, mine[i], encode, pad);
+          [this, mine = std::move(mine), encode, encode_pair, pad](size_t i) {
+            return data_.encode_pair ? MakeIndexedBatch(*data_.train, mine[i], encode_pair, pad)
+                                     : MakeIndexedBatch(*data_.train, mine[i], encode, pad);
           },
           /*depth=*/4);
       int64_t k = 0;  // steps taken from this plan
@@ -463,13 +512,17 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
             RM_ASSIGN_OR_RETURN(result.eval, EvaluateAll());
             result.eval_step = step_;
             metrics_->OnEval(result.eval.loss, result.eval.accuracy);
-            progress.Message(absl::StrFormat(
-                "epoch %d (step %d): eval loss %.4f accuracy %.4f (%d rows)", epoch_ + 1, step_,
-                result.eval.loss, result.eval.accuracy, result.eval.examples));
-            RM_RETURN_IF_ERROR(AppendMetrics({{"step", step_},
-                                              {"epoch", epoch_ + 1},
-                                              {"eval_loss", result.eval.loss},
-                                              {"eval_accuracy", result.eval.accuracy}}));
+            progress.Message(absl::StrCat(
+                absl::StrFormat("epoch %d (step %d): eval loss %.4f accuracy %.4f (%d rows)",
+                                epoch_ + 1, step_, result.eval.loss, result.eval.accuracy,
+                                result.eval.examples),
+                EvalFiguresText(result.eval)));
+            nlohmann::json eval_line = {{"step", step_},
+                                        {"epoch", epoch_ + 1},
+                                        {"eval_loss", result.eval.loss},
+                                        {"eval_accuracy", result.eval.accuracy}};
+            AddEvalFigures(result.eval, &eval_line);
+            RM_RETURN_IF_ERROR(AppendMetrics(eval_line));
           }
           ++epoch_;
           cursor_ = 0;
@@ -502,15 +555,19 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
     result.eval_step = step_;
     metrics_->OnEval(result.eval.loss, result.eval.accuracy);
     if (leader()) {
-      LogInfo(absl::StrFormat("final weights (step %d): eval loss %.4f accuracy %.4f (%d rows)",
-                              step_, result.eval.loss, result.eval.accuracy, result.eval.examples));
+      LogInfo(absl::StrCat(
+          absl::StrFormat("final weights (step %d): eval loss %.4f accuracy %.4f (%d rows)", step_,
+                          result.eval.loss, result.eval.accuracy, result.eval.examples),
+          EvalFiguresText(result.eval)));
     }
     // The epoch it belongs to: the one in progress, or the last one finished.
     if (restored_eval_step_ != step_) {
-      RM_RETURN_IF_ERROR(AppendMetrics({{"step", step_},
-                                        {"epoch", cursor_ > 0 ? epoch_ + 1 : epoch_},
-                                        {"eval_loss", result.eval.loss},
-                                        {"eval_accuracy", result.eval.accuracy}}));
+      nlohmann::json eval_line = {{"step", step_},
+                                  {"epoch", cursor_ > 0 ? epoch_ + 1 : epoch_},
+                                  {"eval_loss", result.eval.loss},
+                                  {"eval_accuracy", result.eval.accuracy}};
+      AddEvalFigures(result.eval, &eval_line);
+      RM_RETURN_IF_ERROR(AppendMetrics(eval_line));
     }
   }
   if (!saved_at_step) RM_RETURN_IF_ERROR(Checkpoint());

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,7 +36,16 @@ struct EvalResult {
   double loss = 0;
   double accuracy = 0;  // classification only
   int64_t examples = 0;
+  // run_glue's other figures where they apply (eval_metrics.h): F1 (binary) and Matthews
+  // correlation for classification, Pearson and Spearman for regression (num_labels 1).
+  std::optional<double> f1, matthews_correlation, pearson, spearmanr;
 };
+
+// The figures of `e` that apply, as metrics.jsonl keys (eval_f1, eval_matthews_correlation,
+// eval_pearson, eval_spearmanr, as the HF Trainer names them) added to `line`.
+void AddEvalFigures(const EvalResult& e, nlohmann::json* line);
+// The same for a log line: "; f1 0.8000, matthews_correlation 0.6000"; empty when none apply.
+std::string EvalFiguresText(const EvalResult& e);
 
 // A failure because training diverged (the loss or the gradient norm became NaN or inf), as
 // opposed to a broken peer or file: the same data and weights would diverge again, so a
@@ -94,6 +104,8 @@ struct TrainData {
   // A training row's text to token ids ([CLS] ... [SEP], truncated); called on the prefetch
   // thread.
   std::function<std::vector<int32_t>(std::string_view)> encode;
+  // The same for sentence pairs, with token type ids; set when train->has_pairs().
+  PairEncoder encode_pair;
   int32_t pad_id = 0;
   int num_labels = 2;  // 1: regression (no accuracy)
 };

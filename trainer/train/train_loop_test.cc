@@ -90,7 +90,8 @@ class TrainLoopTest : public ::testing::Test {
       ids.push_back(2);
       return ids;
     };
-    for (int i = 0; i < eval_rows; ++i) data.eval.push_back({{1, 5, 2}, static_cast<float>(i % 2)});
+    for (int i = 0; i < eval_rows; ++i)
+      data.eval.push_back({{1, 5, 2}, static_cast<float>(i % 2), {}});
     data.pad_id = 0;
     data.num_labels = 2;
     LoopWorld world;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,11 +31,18 @@ BertInputs InputsOf(const Batch& b) {
           b.labels.data()};
 }
 
-absl::StatusOr<std::vector<EncodedExample>> LoadEncoded(const std::string& path, int num_labels,
+absl::StatusOr<std::vector<EncodedExample>> LoadEncoded(const std::string& path,
+                                                        const TableOptions& options, int num_labels,
                                                         const WordPieceTokenizer& tok,
                                                         int max_len) {
-  RM_ASSIGN_OR_RETURN(std::vector<Example> rows, ReadTsv(path, num_labels));
+  RM_ASSIGN_OR_RETURN(std::vector<Example> rows, ReadTable(path, options, num_labels));
   if (rows.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows"));
+  if (!options.text_pair_column.empty()) {
+    return EncodeAllPairs(rows,
+                          [&](std::string_view a, std::string_view b, std::vector<int32_t>* types) {
+                            return tok.EncodePair(a, b, max_len, types);
+                          });
+  }
   return EncodeAll(rows, [&](std::string_view s) { return tok.Encode(s, max_len); });
 }
 
@@ -66,6 +74,16 @@ absl::Status MakeOutputDir(const std::string& dir) {
 
 }  // namespace
 
+TableOptions TableOptionsForJob(const JobSpec& job) {
+  TableOptions o;
+  o.format = job.data.format;
+  o.text_column = job.data.text_column;
+  o.label_column = job.data.label_column;
+  o.text_pair_column = job.data.text_pair_column;
+  o.labels = job.data.labels;
+  return o;
+}
+
 absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir) {
   LoadedModel m;
   RM_ASSIGN_OR_RETURN(HfModel hf, LoadHfModelDir(dir, 0, 0));
@@ -81,7 +99,68 @@ absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir) {
   RM_ASSIGN_OR_RETURN(WordPieceTokenizer tok,
                       WordPieceTokenizer::FromVocabFile(m.vocab_path, m.do_lower_case));
   m.tokenizer = std::make_unique<WordPieceTokenizer>(std::move(tok));
+  const std::string columns_path = (fs::path(dir) / kDataColumnsFile).string();
+  if (fs::exists(columns_path)) {
+    RM_ASSIGN_OR_RETURN(std::string text, ReadFile(columns_path, 1 << 20));
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    auto get = [&j](const char* key, std::string* out) {
+      if (j.is_object() && j.contains(key) && j[key].is_string()) *out = j[key].get<std::string>();
+    };
+    if (!j.is_object()) return absl::InvalidArgumentError(columns_path + ": not a JSON object");
+    get("text_column", &m.columns.text_column);
+    get("text_pair_column", &m.columns.text_pair_column);
+    get("label_column", &m.columns.label_column);
+  }
   return m;
+}
+
+namespace {
+
+// The model's class names; empty when they are transformers' defaults (LABEL_0, LABEL_1, ...).
+std::vector<std::string> LabelNames(const BertConfig& config) {
+  for (size_t c = 0; c < config.id2label.size(); ++c) {
+    if (config.id2label[c] != absl::StrCat("LABEL_", c)) return config.id2label;
+  }
+  return {};
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> PredictFile(const LoadedModel& m, const std::string& input,
+                                        int max_len) {
+  TableOptions columns = m.columns;
+  columns.labels = LabelNames(m.config);  // an input's label column may hold the names
+  RM_ASSIGN_OR_RETURN(std::vector<Example> rows, ReadTableForPredict(input, columns));
+  const WordPieceTokenizer& tok = *m.tokenizer;
+  std::vector<EncodedExample> data =
+      m.columns.text_pair_column.empty()
+          ? EncodeAll(rows, [&](std::string_view s) { return tok.Encode(s, max_len); })
+          : EncodeAllPairs(
+                rows, [&](std::string_view a, std::string_view b, std::vector<int32_t>* types) {
+                  return tok.EncodePair(a, b, max_len, types);
+                });
+  for (auto& e : data) e.label = 0;  // predict ignores labels
+  BertModel<float> model(m.config, m.layout);
+  std::vector<float> logits;
+  Evaluate(model, m, data, 64, &logits);
+  const int C = m.config.num_labels;
+  auto name_of = [&m](int c) {
+    return static_cast<size_t>(c) < m.config.id2label.size() ? m.config.id2label[c]
+                                                             : absl::StrCat("LABEL_", c);
+  };
+  // A model without label names (LABEL_0, LABEL_1, ...) predicts ids, as the data's labels are.
+  const bool named = !columns.labels.empty();
+  std::string out = "label";
+  for (int c = 0; c < C; ++c) absl::StrAppend(&out, "\t", name_of(c));
+  out += "\n";
+  for (size_t i = 0; i < data.size(); ++i) {
+    const float* row = logits.data() + i * C;
+    const int pred = C > 1 ? static_cast<int>(std::max_element(row, row + C) - row) : 0;
+    absl::StrAppend(&out, named ? name_of(pred) : absl::StrCat(pred));
+    for (int c = 0; c < C; ++c) absl::StrAppend(&out, "\t", absl::StrFormat("%.7g", row[c]));
+    out += "\n";
+  }
+  return out;
 }
 
 absl::StatusOr<LoadedModel> LoadModelForJob(const JobSpec& job) {
@@ -187,10 +266,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   RM_ASSIGN_OR_RETURN(LoadedModel model, LoadModelForJob(job));
   const int max_len = std::min(job.data.max_seq_len, model.config.max_position_embeddings);
   TrainData data;
+  TableOptions table = TableOptionsForJob(job);
   {
     const auto t_index = std::chrono::steady_clock::now();
     RM_ASSIGN_OR_RETURN(TsvRowIndex index,
-                        TsvRowIndex::Build(job.data.train, model.config.num_labels));
+                        TsvRowIndex::Build(job.data.train, model.config.num_labels, table));
     data.train = std::make_unique<TsvRowIndex>(std::move(index));
     data.train_keys = data.train->LengthKeys(max_len);
     if (leader) {
@@ -201,9 +281,28 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
           data.train->memory_bytes() / 1048576.0));
     }
   }
+  // Class names: data.labels, or inferred from the training file; the evaluation file uses the
+  // same, and the export writes them to config.json (id2label, label2id).
+  if (!data.train->label_names().empty()) {
+    table.labels = data.train->label_names();
+    if (leader && job.data.labels.empty()) {
+      std::string ids;
+      for (size_t i = 0; i < table.labels.size(); ++i) {
+        absl::StrAppend(&ids, i == 0 ? "" : ", ", table.labels[i], "=", i);
+      }
+      LogInfo(absl::StrCat("labels inferred from ", job.data.train, " (sorted; set data.labels to ",
+                           "choose the order): ", ids));
+    }
+    model.config.id2label = table.labels;
+  } else {
+    table.infer_labels = false;  // the training labels are ids: the evaluation's must be too
+    if (model.config.id2label.size() != static_cast<size_t>(model.config.num_labels)) {
+      model.config.id2label.clear();
+    }
+  }
   if (!job.data.eval.empty()) {
-    RM_ASSIGN_OR_RETURN(
-        data.eval, LoadEncoded(job.data.eval, model.config.num_labels, *model.tokenizer, max_len));
+    RM_ASSIGN_OR_RETURN(data.eval, LoadEncoded(job.data.eval, table, model.config.num_labels,
+                                               *model.tokenizer, max_len));
   }
   data.pad_id = model.tokenizer->special().pad;
   data.num_labels = model.config.num_labels;
@@ -212,6 +311,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   data.encode = [tokenizer, max_len](std::string_view text) {
     return tokenizer->Encode(text, max_len);
   };
+  if (data.train->has_pairs()) {
+    data.encode_pair = [tokenizer, max_len](std::string_view a, std::string_view b,
+                                            std::vector<int32_t>* types) {
+      return tokenizer->EncodePair(a, b, max_len, types);
+    };
+  }
   const LoopWorld world{dist->rank(), dist->world_size(), dist->env().rank_weights,
                         dist->env().restart_count};
   TrainPlan plan = MakeTrainPlan(job, world, data.train_keys);
@@ -228,10 +333,16 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   std::vector<float>().swap(model.params);
   // output.dir/job.yaml is the loop's to write, once it has decided to train (resume_policy.h).
   if (leader) RM_RETURN_IF_ERROR(MakeOutputDir(job.output.dir));
-  ExportModel export_model = [config = model.config, layout = std::move(model.layout),
+  const std::string columns_json = nlohmann::json{{"text_column", table.text_column},
+                                                  {"text_pair_column", table.text_pair_column},
+                                                  {"label_column", table.label_column}}
+                                       .dump(2) +
+                                   "\n";
+  ExportModel export_model = [columns_json, config = model.config, layout = std::move(model.layout),
                               vocab = model.vocab_path, lower = model.do_lower_case](
                                  const std::string& dir, const float* params) {
-    return ExportHfModelDir(dir, config, layout, params, vocab, lower);
+    return ExportHfModelDir(dir, config, layout, params, vocab, lower,
+                            {{kDataColumnsFile, columns_json}});
   };
   t->loop_ = std::make_unique<TrainLoop>(job, world, std::move(data), std::move(plan),
                                          std::move(engine), std::move(export_model));

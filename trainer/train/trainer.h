@@ -18,6 +18,7 @@
 #include "jobspec/bert_config.h"
 #include "jobspec/job_spec.h"
 #include "trainer/data/batcher.h"
+#include "trainer/data/tsv.h"
 #include "trainer/dist/dist_context.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
@@ -35,7 +36,24 @@ struct LoadedModel {
   std::string vocab_path;
   bool do_lower_case = true;
   std::unique_ptr<WordPieceTokenizer> tokenizer;
+  // The columns the model was trained on (its directory's kDataColumnsFile; the defaults when
+  // absent), for predict.
+  TableOptions columns;
 };
+
+// The file an export records its training data's column names in (JSON: text_column,
+// text_pair_column, label_column), so that predict reads inputs as training did.
+inline constexpr char kDataColumnsFile[] = "ringmaster_data.json";
+
+// predict: `input` (any format; its columns as the model was trained on) run through the model
+// `m`, as TSV text: a header ("label", then one column per class named by id2label), then one
+// line per input row in order: the predicted class (its name when the model has label names,
+// else its id), then the logits.
+absl::StatusOr<std::string> PredictFile(const LoadedModel& m, const std::string& input,
+                                        int max_len);
+
+// How the job's data files are read (data.format and the column names).
+TableOptions TableOptionsForJob(const JobSpec& job);
 
 // From the job's model section: init_from (HF dir) or config + vocab (random init).
 absl::StatusOr<LoadedModel> LoadModelForJob(const JobSpec& job);
