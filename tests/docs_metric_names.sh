@@ -47,9 +47,9 @@ targets=$(find "$src" -name CMakeLists.txt -not -path "$src/build*" -exec cat {}
   grep -oE 'ringmaster_[a-z0-9_]+' | sort -u)
 for f in "$src"/docs/*.md "$src/README.md"; do
   [[ $f == "$doc" ]] && continue
-  # Names, and patterns ending in * or _ (skipped).
-  for name in $(grep -oE 'ringmaster_[a-z0-9_]*\*?' "$f" | sort -u); do
-    [[ $name == *'*' || $name == *_ || $name =~ $labels ]] && continue
+  # Names, and patterns ending in * or _ and file names (ringmaster_data.json) (skipped).
+  for name in $(grep -oE 'ringmaster_[a-z0-9_]*(\*|\.[a-z]+)?' "$f" | sort -u); do
+    [[ $name == *'*' || $name == *_ || $name == *.* || $name =~ $labels ]] && continue
     registered "$name" || grep -qxF "$name" <<<"$targets" ||
       { echo "FAIL: ${f#"$src"/} names $name, neither a registered metric nor a build target"; fail=1; }
   done

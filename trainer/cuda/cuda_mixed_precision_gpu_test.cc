@@ -254,9 +254,11 @@ TEST(CudaMixedPrecision, Fp16ScalerStateSurvivesACheckpoint) {
   ASSERT_TRUE(EngineStep(**e, 2).ok());
   const std::string dir = testing::TempDir() + "/cuda_mixed_precision_ckpt";
   std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);  // the output dir exists, as the trainer makes it
   CheckpointMeta position;
   position.step = 2;
-  ASSERT_TRUE((*e)->SaveCheckpoint(dir, position, 0).ok());
+  absl::StatusOr<uint64_t> saved = (*e)->SaveCheckpoint(dir, position, 0);
+  ASSERT_TRUE(saved.ok()) << saved.status();
   absl::StatusOr<LoadedShard> shard = (*e)->ReadCheckpoint(dir + "/checkpoints/step-00000002");
   ASSERT_TRUE(shard.ok()) << shard.status();
   const nlohmann::json& extra = shard->meta.extra;
