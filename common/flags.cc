@@ -297,7 +297,8 @@ std::string FlagSet::Help(std::string_view command) const {
                   "(CUDA, NCCL); exits 0\n");
   if (!notes_.empty()) absl::StrAppend(&out, "\n", notes_, "\n");
   if (c == nullptr && !commands_.empty()) {
-    absl::StrAppend(&out, "\n'", program_, " COMMAND --help' shows one command's flags and the global ones.\n");
+    absl::StrAppend(&out, "\n'", program_,
+                    " COMMAND --help' shows one command's flags and the global ones.\n");
   }
   return out;
 }

@@ -57,8 +57,8 @@ __global__ void ClipKernel(float* g, size_t n, const double* norm, double max_no
   }
 }
 
-cudaError_t SumSquares(const float* grads, size_t n, double* scratch, bool take_sqrt,
-                       double* out, cudaStream_t stream) {
+cudaError_t SumSquares(const float* grads, size_t n, double* scratch, bool take_sqrt, double* out,
+                       cudaStream_t stream) {
   if (scratch == nullptr || out == nullptr) return cudaErrorInvalidValue;
   const int blocks = NormBlocks(n);
   SumSquaresPartialKernel<<<blocks, kThreads, 0, stream>>>(grads, n, scratch);
