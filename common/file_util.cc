@@ -9,6 +9,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/open_beneath.h"
+#include "common/status_macros.h"
 
 namespace ringmaster {
 
@@ -119,27 +121,7 @@ absl::Status WriteFileAtomic(const std::string& path, std::string_view data) {
   std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("cannot create", tmp);
-  const char* p = data.data();
-  size_t left = data.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      absl::Status s = ErrnoError("cannot write", tmp);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return s;
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    absl::Status s = ErrnoError("cannot fsync", tmp);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  ::close(fd);
+  RM_RETURN_IF_ERROR(WriteSyncClose(fd, AT_FDCWD, tmp, data));
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     absl::Status s = ErrnoError("cannot rename into", path);
     ::unlink(tmp.c_str());

@@ -21,33 +21,6 @@
 namespace ringmaster {
 namespace {
 
-// Writes all of `data` to `fd`, fsyncs and closes it; on failure also unlinks `tmp` (named
-// relative to `dirfd`, or a path with AT_FDCWD).
-absl::Status WriteSyncClose(int fd, int dirfd, const std::string& tmp, std::string_view data) {
-  const char* p = data.data();
-  size_t left = data.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      absl::Status s = ErrnoError("cannot write", tmp);
-      ::close(fd);
-      ::unlinkat(dirfd, tmp.c_str(), 0);
-      return s;
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    absl::Status s = ErrnoError("cannot fsync", tmp);
-    ::close(fd);
-    ::unlinkat(dirfd, tmp.c_str(), 0);
-    return s;
-  }
-  ::close(fd);
-  return absl::OkStatus();
-}
-
 // The components of `path` below `root` ("a/b/c" -> {"a", "b", "c"}; `root` itself -> {}).
 absl::StatusOr<std::vector<std::string>> ComponentsBeneath(const std::string& root,
                                                            const std::string& path) {
@@ -142,6 +115,31 @@ absl::StatusOr<int> OpenBeneathWith(bool walk, const std::string& root, const st
 }
 
 }  // namespace
+
+absl::Status WriteSyncClose(int fd, int dirfd, const std::string& tmp, std::string_view data) {
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      absl::Status s = ErrnoError("cannot write", tmp);
+      ::close(fd);
+      ::unlinkat(dirfd, tmp.c_str(), 0);
+      return s;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    absl::Status s = ErrnoError("cannot fsync", tmp);
+    ::close(fd);
+    ::unlinkat(dirfd, tmp.c_str(), 0);
+    return s;
+  }
+  ::close(fd);
+  return absl::OkStatus();
+}
 
 std::optional<size_t> FindControlCharacter(std::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {

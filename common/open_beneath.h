@@ -44,6 +44,11 @@ absl::Status AppendFileBeneath(const std::string& root, const std::string& path,
 // another.
 std::optional<size_t> FindControlCharacter(std::string_view s);
 
+// Writes all of `data` to `fd`, fsyncs and closes it; on failure also unlinks `tmp` (named
+// relative to `dirfd`, or a path with AT_FDCWD). The write step of every atomic file write
+// (WriteFileAtomic in file_util.h and the ones here).
+absl::Status WriteSyncClose(int fd, int dirfd, const std::string& tmp, std::string_view data);
+
 namespace internal {
 // OpenBeneath without openat2 (the fallback walk), for tests on kernels that have it.
 absl::StatusOr<int> OpenBeneathByWalk(const std::string& root, const std::string& path, int flags,
