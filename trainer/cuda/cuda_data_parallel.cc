@@ -484,13 +484,7 @@ absl::StatusOr<ReducedStep> CudaDataParallel::Reduce(double local_loss, float fl
   // values gathered as bytes (the collectives have no fp64 sum).
   const size_t w = static_cast<size_t>(world_size_);
   const size_t need = sizeof(double) * 3 * (w + 1);
-  if (small_bytes_ < need) {
-    if (small_ != nullptr) cudaFree(small_);
-    small_ = nullptr;
-    small_bytes_ = 0;
-    RM_CUDA_RETURN_IF_ERROR(cudaMalloc(&small_, need));
-    small_bytes_ = need;
-  }
+  RM_RETURN_IF_ERROR(ReserveSmall(need));
   const double mine[3] = {local_loss, sq, static_cast<double>(flag)};
   std::vector<double> all(3 * w);
   auto* base = static_cast<unsigned char*>(small_);
@@ -510,6 +504,33 @@ absl::StatusOr<ReducedStep> CudaDataParallel::Reduce(double local_loss, float fl
     out.flag_sum += all[3 * r + 2];
   }
   return out;
+}
+
+absl::Status CudaDataParallel::ReserveSmall(size_t bytes) {
+  if (small_bytes_ >= bytes) return absl::OkStatus();
+  if (small_ != nullptr) cudaFree(small_);
+  small_ = nullptr;
+  small_bytes_ = 0;
+  RM_CUDA_RETURN_IF_ERROR(cudaMalloc(&small_, bytes));
+  small_bytes_ = bytes;
+  return absl::OkStatus();
+}
+
+absl::Status CudaDataParallel::PublishShards() {
+  RM_ASSIGN_OR_RETURN(float* buf, Take());
+  absl::Status s;
+  for (int unit = 0; unit < static_cast<int>(parts_.units.size()) && s.ok(); ++unit) {
+    const UnitShard& u = parts_.units[unit];
+    s = GatherUnit(unit, buf);
+    if (!s.ok()) break;
+    if (cudaError_t e = cudaMemcpyAsync(full_params_ + u.begin, buf, u.numel * sizeof(float),
+                                        cudaMemcpyDeviceToDevice, stream_);
+        e != cudaSuccess) {
+      s = CudaStatus(e, "cudaMemcpyAsync", __FILE__, __LINE__);
+    }
+  }
+  Give(buf);
+  return s;
 }
 
 absl::Status CudaDataParallel::PowerSgdAllReduce(Communicator& comm, float* data, size_t total) {
@@ -532,34 +553,13 @@ absl::Status CudaDataParallel::Update(int64_t step, double lr, const AdamWOption
                                     update_size(), step, lr, adam.beta1, adam.beta2, adam.eps,
                                     adam.weight_decay, stream_));
   if (sharding_ != Sharding::kShardGradOp) return absl::OkStatus();
-  // Publish the updated shards into every rank's full parameters.
-  RM_ASSIGN_OR_RETURN(float* buf, Take());
-  absl::Status s;
-  for (int unit = 0; unit < static_cast<int>(parts_.units.size()) && s.ok(); ++unit) {
-    s = GatherUnit(unit, buf);
-    if (s.ok()) {
-      const UnitShard& u = parts_.units[unit];
-      if (cudaError_t e = cudaMemcpyAsync(full_params_ + u.begin, buf, u.numel * sizeof(float),
-                                          cudaMemcpyDeviceToDevice, stream_);
-          e != cudaSuccess) {
-        s = CudaStatus(e, "cudaMemcpyAsync", __FILE__, __LINE__);
-      }
-    }
-  }
-  Give(buf);
-  return s;
+  return PublishShards();  // the updated shards into every rank's full parameters
 }
 
 absl::Status CudaDataParallel::AllReduceWorld(std::vector<float>* values) {
   if (world_size_ == 1 || values->empty()) return absl::OkStatus();
   const size_t need = values->size() * sizeof(float);
-  if (small_bytes_ < need) {
-    if (small_ != nullptr) cudaFree(small_);
-    small_ = nullptr;
-    small_bytes_ = 0;
-    RM_CUDA_RETURN_IF_ERROR(cudaMalloc(&small_, need));
-    small_bytes_ = need;
-  }
+  RM_RETURN_IF_ERROR(ReserveSmall(need));
   float* d = static_cast<float*>(small_);
   RM_RETURN_IF_ERROR(CopyToDevice(d, values->data(), values->size(), stream_));
   Keep(comms_.world->AllReduceSumAsync(d, values->size(), DataType::kFloat32, stream()));
@@ -664,18 +664,7 @@ absl::Status CudaDataParallel::LoadFrom(const std::vector<float>& params,
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (sharding_ != Sharding::kShardGradOp) return absl::OkStatus();
   // shard_grad_op: rebuild the full parameters from the loaded shards (collective).
-  RM_ASSIGN_OR_RETURN(float* buf, Take());
-  absl::Status s;
-  for (int unit = 0; unit < static_cast<int>(parts_.units.size()) && s.ok(); ++unit) {
-    const UnitShard& u = parts_.units[unit];
-    s = GatherUnit(unit, buf);
-    if (s.ok() && cudaMemcpyAsync(full_params_ + u.begin, buf, u.numel * sizeof(float),
-                                  cudaMemcpyDeviceToDevice, stream_) != cudaSuccess) {
-      s = absl::InternalError("LoadFrom: cudaMemcpyAsync failed");
-    }
-  }
-  Give(buf);
-  RM_RETURN_IF_ERROR(s);
+  RM_RETURN_IF_ERROR(PublishShards());
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return Settle();
 }

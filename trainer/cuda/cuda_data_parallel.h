@@ -169,6 +169,9 @@ class CudaDataParallel : public UnitAccess<float> {
   void Give(float* p);             // back to the pool (stream order keeps reuse safe)
   absl::Status GatherUnit(int unit, float* out);  // all-gather unit's shards into `out` (padded)
   absl::Status ReduceScatterInto(int unit, const float* padded, float* out);
+  // shard_grad_op: all-gathers every unit's shard into the full parameters (collective).
+  absl::Status PublishShards();
+  absl::Status ReserveSmall(size_t bytes);  // small_ holds at least `bytes`
   // Sum-all-reduce of data[0..n) over `comm` (compressed with the codec, the int8 residual at
   // `residual`), counting bytes.
   absl::Status AllReduceGrads(Communicator& comm, float* data, size_t n, float* residual);
