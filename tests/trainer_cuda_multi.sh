@@ -126,10 +126,14 @@ print("PowerSGD on the GPU, rank 0 sent %d bytes of reductions for %d of fp32"
 if not 0 < r["reduce_wire_bytes"] < r["reduce_raw_bytes"]:
     sys.exit("FAIL: the PowerSGD run did not compress")
 PY
-sent=$(grep -o "[0-9.]* MiB reductions ([0-9.]* MiB as fp32)" "$work/int8gpu-0.log" | tail -1)
-echo "int8 on the GPU, rank 0 sent: $sent"
-awk -v s="$sent" 'BEGIN { split(s, a, " "); raw = substr(a[4], 2); exit !(a[1] > 0 && a[1] * 3 <= raw) }' ||
-  { echo "FAIL: int8 did not cut the reduction bytes to a third"; exit 1; }
+python3 - "$work/int8gpu/ranks/rank-0.json" <<'PY' || exit 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("int8 on the GPU, rank 0 sent %d bytes of reductions for %d of fp32"
+      % (r["reduce_wire_bytes"], r["reduce_raw_bytes"]))
+if not 0 < 3 * r["reduce_wire_bytes"] <= r["reduce_raw_bytes"]:
+    sys.exit("FAIL: int8 did not cut the reduction bytes to a third")
+PY
 
 # A rank killed mid-run: its peer fails within the collective timeout, naming the collective.
 COLLECTIVE_TIMEOUT_S=30 launch_ranks 2 1 "$(job kill cuda full_shard 1000)" "$work/kill"
