@@ -51,6 +51,7 @@ struct SupervisorOptions {
                                               "LD_LIBRARY_PATH",
                                               "OMP_NUM_THREADS",
                                               "RINGMASTER_COLLECTIVE_TIMEOUT_S",
+                                              "RINGMASTER_RENDEZVOUS_TIMEOUT_S",
                                               "RINGMASTER_SLOWDOWN",
                                               "NCCL_SOCKET_IFNAME",
                                               "NCCL_IB_DISABLE",

@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -121,10 +122,15 @@ absl::StatusOr<std::unique_ptr<DistContext>> DistContext::CreateUntraced(const D
         "hybrid_shard needs the same number of ranks on every node: WORLD_SIZE=", env.world_size,
         " is not LOCAL_WORLD_SIZE=", env.local_world_size, " x ", env.num_nodes, " nodes"));
   }
-  RM_ASSIGN_OR_RETURN(c->store_, MakeRendezvousStore(env, timeout));
+  // Peers may arrive late (a restarted generation's peer waits for its agent to stop the old
+  // ranks): until every rank is here the wait is bounded by the rendezvous timeout, then the
+  // transports connect and every collective is bounded by the collective timeout.
+  const absl::Duration arrival = std::max(env.rendezvous_timeout, timeout);
+  RM_ASSIGN_OR_RETURN(c->store_, MakeRendezvousStore(env, arrival));
   // A restarted job must not meet the addresses of its previous generation.
   c->scoped_ =
       std::make_unique<PrefixStore>(absl::StrCat("gen", env.restart_count, "/"), *c->store_);
+  RM_RETURN_IF_ERROR(c->AwaitPeers(arrival));
   RM_ASSIGN_OR_RETURN(c->world_, make(*c->scoped_, "world/", env.rank, env.world_size));
   if (node_groups) {
     RM_ASSIGN_OR_RETURN(c->intra_, make(*c->scoped_, absl::StrCat("intra", env.group_rank, "/"),
@@ -134,6 +140,20 @@ absl::StatusOr<std::unique_ptr<DistContext>> DistContext::CreateUntraced(const D
   }
   c->heartbeat_ = std::thread([p = c.get()] { p->Beat(); });
   return c;
+}
+
+absl::Status DistContext::AwaitPeers(absl::Duration within) {
+  RM_RETURN_IF_ERROR(scoped_->Set(absl::StrCat("arrived/", env_.rank), "1"));
+  std::vector<std::string> keys;
+  for (int r = 0; r < env_.world_size; ++r) keys.push_back(absl::StrCat("arrived/", r));
+  if (absl::Status s = scoped_->Wait(keys, within); !s.ok()) {
+    return absl::Status(s.code(), absl::StrFormat("rendezvous of rank %d of %d (generation %d): "
+                                                  "not every peer arrived within %s "
+                                                  "(RINGMASTER_RENDEZVOUS_TIMEOUT_S): %s",
+                                                  env_.rank, env_.world_size, env_.restart_count,
+                                                  absl::FormatDuration(within), s.message()));
+  }
+  return absl::OkStatus();
 }
 
 DistContext::~DistContext() {

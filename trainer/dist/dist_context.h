@@ -46,11 +46,13 @@ absl::StatusOr<CommBackend> ResolveCommBackend(CommBackend requested, bool cuda_
 class DistContext {
  public:
   // Rendezvous of every rank of `env` (a no-op for a single CPU process). `node_groups` also
-  // builds the intra-node and inter-node communicators (hybrid_shard). `timeout` bounds the
-  // rendezvous and every later collective. `observer` (optional, must outlive the context) is
-  // told every collective each communicator enters and leaves, numbered across all of them.
-  // `comm` picks the backend (ResolveCommBackend); a single process gets a LocalCommunicator,
-  // or for a CUDA rank on NCCL an NCCL communicator of one (collectives on device memory).
+  // builds the intra-node and inter-node communicators (hybrid_shard). Ranks wait for every
+  // peer to arrive for the longer of env.rendezvous_timeout and `timeout`; `timeout` bounds
+  // connecting the transports once all are there and every later collective. `observer` (optional,
+  // must outlive the context) is told every collective each communicator enters and leaves,
+  // numbered across all of them. `comm` picks the backend (ResolveCommBackend); a single process
+  // gets a LocalCommunicator, or for a CUDA rank on NCCL an NCCL communicator of one (collectives
+  // on device memory).
   static absl::StatusOr<std::unique_ptr<DistContext>> Create(const DistEnv& env, bool node_groups,
                                                              absl::Duration timeout,
                                                              CollectiveObserver* observer = nullptr,
@@ -77,6 +79,8 @@ class DistContext {
                                                                      absl::Duration timeout,
                                                                      const CommChoice& comm);
   void Beat();
+  // Marks this rank arrived in the generation's store and waits until every rank has.
+  absl::Status AwaitPeers(absl::Duration within);
 
   DistEnv env_;
   absl::Duration timeout_;

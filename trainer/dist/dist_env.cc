@@ -131,6 +131,14 @@ absl::StatusOr<std::string> DefaultIface(const GetEnv& getenv, const std::string
 absl::StatusOr<DistEnv> ParseDistEnv(const GetEnv& getenv) {
   DistEnv env;
   env.store_dir = StringVar(getenv, "RINGMASTER_STORE_DIR");
+  if (const std::string v = StringVar(getenv, "RINGMASTER_RENDEZVOUS_TIMEOUT_S"); !v.empty()) {
+    double seconds = 0;
+    if (!absl::SimpleAtod(v, &seconds) || !(seconds > 0) || seconds > 86400 * 7) {
+      return Invalid(absl::StrCat("RINGMASTER_RENDEZVOUS_TIMEOUT_S=", v,
+                                  " is not a number of seconds in (0, 604800]"));
+    }
+    env.rendezvous_timeout = absl::Seconds(seconds);
+  }
   env.master_addr = StringVar(getenv, "MASTER_ADDR");
   // The plan's per-rank settings apply to a lone process too (and are checked there).
   RM_ASSIGN_OR_RETURN(env.device, SettingVar<jobspec::Device>(getenv, "RINGMASTER_DEVICE"));

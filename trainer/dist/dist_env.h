@@ -42,6 +42,11 @@ struct DistEnv {
   // "127.0.0.1" when MASTER_ADDR is unset or loopback (localhost, 127.x, ::1), else this
   // machine's hostname.
   std::string iface;
+  // RINGMASTER_RENDEZVOUS_TIMEOUT_S: how long a rank waits for every peer of its generation to
+  // arrive (default 600 s, torchrun's join timeout). Longer than the collective timeout on
+  // purpose: a restarted generation's peer may start late while its agent stops the previous
+  // generation's ranks; a peer that never comes is the control plane's to notice.
+  absl::Duration rendezvous_timeout = absl::Seconds(600);
 };
 
 // Parses the environment through `getenv` (nullopt = unset). Integers parse strictly (no

@@ -84,6 +84,17 @@ TEST(DistEnvTest, FullTorchrunEnvironment) {
   EXPECT_EQ(env->iface, "eth0");
 }
 
+TEST(DistEnvTest, RendezvousTimeoutDefaultsToTorchrunsJoinTimeout) {
+  absl::StatusOr<DistEnv> env = Parse(Torchrun());
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->rendezvous_timeout, absl::Seconds(600));
+  Env vars = Torchrun();
+  vars["RINGMASTER_RENDEZVOUS_TIMEOUT_S"] = "2.5";
+  env = Parse(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->rendezvous_timeout, absl::Milliseconds(2500));
+}
+
 TEST(DistEnvTest, StorePortAvoidsTorchrunsAgentStore) {
   Env vars = Torchrun();
   absl::StatusOr<DistEnv> env = Parse(vars);
@@ -260,6 +271,12 @@ TEST(DistEnvTest, InvalidEnvironmentsNameTheVariable) {
       {{{"RINGMASTER_COMPRESSION", "zstd"}},
        {},
        "RINGMASTER_COMPRESSION=zstd: 'zstd' is not one of: auto, none, fp16, bf16, int8, powersgd"},
+      {{{"RINGMASTER_RENDEZVOUS_TIMEOUT_S", "0"}},
+       {},
+       "RINGMASTER_RENDEZVOUS_TIMEOUT_S=0 is not a number of seconds"},
+      {{{"RINGMASTER_RENDEZVOUS_TIMEOUT_S", "ten"}},
+       {},
+       "RINGMASTER_RENDEZVOUS_TIMEOUT_S=ten is not a number of seconds"},
   };
   for (const BadCase& c : cases) {
     Env vars = Torchrun();
