@@ -26,7 +26,7 @@ enum class Precision { kAuto, kFp32, kFp16, kBf16 };
 // distributed.backend.
 enum class Backend { kAuto, kNccl, kGloo };
 // train.lr_schedule.
-enum class LrScheduleKind { kLinear, kConstant };
+enum class LrScheduleKind { kLinear, kConstant, kCosine, kPolynomial };
 // train.device.
 enum class Device { kCpu, kCuda, kAuto };
 // train.resume: what a run does with the checkpoints already in its output.dir
@@ -69,7 +69,10 @@ struct SettingTable<Backend> {
 template <>
 struct SettingTable<LrScheduleKind> {
   static constexpr std::pair<LrScheduleKind, std::string_view> kNames[] = {
-      {LrScheduleKind::kLinear, "linear"}, {LrScheduleKind::kConstant, "constant"}};
+      {LrScheduleKind::kLinear, "linear"},
+      {LrScheduleKind::kConstant, "constant"},
+      {LrScheduleKind::kCosine, "cosine"},
+      {LrScheduleKind::kPolynomial, "polynomial"}};
 };
 template <>
 struct SettingTable<Device> {

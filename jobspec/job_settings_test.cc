@@ -40,7 +40,7 @@ TEST(JobSettingsTest, AllowedNamesAreInTableOrder) {
   EXPECT_EQ(AllowedSettingNames<Compression>(), "auto, none, fp16, bf16, int8, powersgd");
   EXPECT_EQ(AllowedSettingNames<Precision>(), "auto, fp32, fp16, bf16");
   EXPECT_EQ(AllowedSettingNames<Backend>(), "auto, nccl, gloo");
-  EXPECT_EQ(AllowedSettingNames<LrScheduleKind>(), "linear, constant");
+  EXPECT_EQ(AllowedSettingNames<LrScheduleKind>(), "linear, constant, cosine, polynomial");
   EXPECT_EQ(AllowedSettingNames<Device>(), "cpu, cuda, auto");
 }
 

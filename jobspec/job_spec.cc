@@ -424,6 +424,8 @@ void ParseTrain(MapReader& root, JobSpec& spec, Errors& errors, UnknownSettings&
   m.Get("micro_batch_size", &t.micro_batch_size, ToInt);
   m.Get("lr", &t.lr, ToDouble);
   GetSetting(m, "lr_schedule", &t.lr_schedule, errors, unknown);
+  m.Get("lr_end", &t.lr_end, ToDouble);
+  m.Get("lr_power", &t.lr_power, ToDouble);
   m.Get("warmup_ratio", &t.warmup_ratio, ToDouble);
   m.Get("warmup_steps", &t.warmup_steps, ToInt64);
   m.Get("weight_decay", &t.weight_decay, ToDouble);

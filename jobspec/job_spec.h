@@ -69,6 +69,10 @@ struct TrainSpec {
   int micro_batch_size = 16;
   double lr = 2e-5;
   LrScheduleKind lr_schedule = LrScheduleKind::kLinear;
+  // polynomial only (HF get_polynomial_decay_schedule_with_warmup's lr_end and power): the LR
+  // decays from lr to lr_end as (1 - progress)^lr_power.
+  double lr_end = 1e-7;
+  double lr_power = 1.0;
   double warmup_ratio = 0.0;
   int64_t warmup_steps = 0;  // > 0 wins over warmup_ratio
   double weight_decay = 0.01;

@@ -209,6 +209,17 @@ void Validate(const JobSpec& s, const Marks* marks,
                      "(micro_batch_size x ranks), so it must divide evenly"));
   }
   if (!(t.lr > 0)) bad("train.lr", absl::StrCat("must be > 0, got ", t.lr));
+  // Checked whatever the schedule, so a job switched to polynomial later is not broken already.
+  if (!(t.lr_end >= 0 && std::isfinite(t.lr_end))) {
+    bad("train.lr_end", absl::StrCat("must be >= 0, got ", t.lr_end));
+  } else if (t.lr_schedule == LrScheduleKind::kPolynomial && t.lr > 0 && !(t.lr_end < t.lr)) {
+    // HF raises the same: the polynomial decay goes down from lr to lr_end.
+    bad("train.lr_end", absl::StrCat("must be below train.lr (", t.lr,
+                                     ") for lr_schedule polynomial, got ", t.lr_end));
+  }
+  if (!(t.lr_power > 0 && std::isfinite(t.lr_power))) {
+    bad("train.lr_power", absl::StrCat("must be > 0, got ", t.lr_power));
+  }
   if (!(t.warmup_ratio >= 0 && t.warmup_ratio < 1)) {
     bad("train.warmup_ratio", absl::StrCat("must be in [0, 1), got ", t.warmup_ratio));
   }

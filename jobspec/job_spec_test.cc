@@ -207,8 +207,9 @@ TEST(JobSpecTest, BadEnumsListAllowedValues) {
       {"train:\n  precision: fp8\n",
        "train.precision: 'fp8' is not one of: auto, fp32, fp16, bf16"},
       {"train:\n  device: tpu\n", "train.device: 'tpu' is not one of: cpu, cuda, auto"},
-      {"train:\n  lr_schedule: cosine\n",
-       "train.lr_schedule: 'cosine' is not one of: linear, constant"},
+      {"train:\n  lr_schedule: cosine_with_restarts\n",
+       "train.lr_schedule: 'cosine_with_restarts' is not one of: linear, constant, cosine, "
+       "polynomial"},
       {"train:\n  resume: yes\n", "train.resume: 'yes' is not one of: auto, never, force"},
   };
   for (const Case& c : cases) {
@@ -254,6 +255,38 @@ TEST(JobSpecTest, DataFormatAndColumns) {
   EXPECT_THAT(ErrorOf(WithData("  text_column: ''\n")), HasSubstr("data.text_column"));
   EXPECT_THAT(ErrorOf(WithData("  text_column: y\n  label_column: y\n")),
               HasSubstr("data.label_column: names the same column as data.text_column ('y')"));
+}
+
+// The schedules and the polynomial decay's keys: parsed, checked, written back.
+TEST(JobSpecTest, LrScheduleKeys) {
+  absl::StatusOr<JobSpec> d = Parse(WithData(""));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train.lr_end, 1e-7);  // HF's defaults
+  EXPECT_EQ(d->train.lr_power, 1.0);
+  absl::StatusOr<JobSpec> c = Parse(WithData("train:\n  lr_schedule: cosine\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->train.lr_schedule, LrScheduleKind::kCosine);
+  absl::StatusOr<JobSpec> p =
+      Parse(WithData("train:\n  lr: 1e-3\n  lr_schedule: polynomial\n  lr_end: 1.5e-6\n  lr_power: "
+                     "2.5\n"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->train.lr_schedule, LrScheduleKind::kPolynomial);
+  EXPECT_EQ(p->train.lr_end, 1.5e-6);
+  EXPECT_EQ(p->train.lr_power, 2.5);
+  absl::StatusOr<JobSpec> back = Parse(JobSpecToYaml(*p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->train.lr_schedule, LrScheduleKind::kPolynomial);
+  EXPECT_EQ(back->train.lr_end, 1.5e-6);
+  EXPECT_EQ(back->train.lr_power, 2.5);
+  EXPECT_THAT(ErrorOf(WithData("train:\n  lr_end: -1e-7\n")),
+              HasSubstr("train.lr_end: must be >= 0, got -1e-07"));
+  EXPECT_THAT(ErrorOf(WithData("train:\n  lr: 1e-5\n  lr_schedule: polynomial\n  lr_end: 1e-5\n")),
+              HasSubstr("train.lr_end: must be below train.lr (1e-05) for lr_schedule polynomial"));
+  // Only polynomial decays to lr_end: another schedule does not care.
+  EXPECT_TRUE(Parse(WithData("train:\n  lr: 1e-5\n  lr_end: 1e-5\n")).ok());
+  EXPECT_THAT(ErrorOf(WithData("train:\n  lr_power: 0\n")),
+              HasSubstr("train.lr_power: must be > 0, got 0"));
+  EXPECT_THAT(ErrorOf(WithData("train:\n  lr_power: fast\n")), HasSubstr("train.lr_power"));
 }
 
 TEST(JobSpecTest, RequiredFields) {

@@ -133,6 +133,8 @@ std::string JobSpecToYaml(const JobSpec& s) {
   KeyNumber(out, "micro_batch_size", t.micro_batch_size);
   KeyNumber(out, "lr", t.lr);
   KeyString(out, "lr_schedule", std::string(SettingName(t.lr_schedule)));
+  KeyNumber(out, "lr_end", t.lr_end);
+  KeyNumber(out, "lr_power", t.lr_power);
   KeyNumber(out, "warmup_ratio", t.warmup_ratio);
   KeyNumber(out, "warmup_steps", t.warmup_steps);
   KeyNumber(out, "weight_decay", t.weight_decay);

@@ -87,6 +87,8 @@ TrainPlan MakeTrainPlan(const JobSpec& job, const LoopWorld& world,
   p.schedule.kind = job.train.lr_schedule;
   p.schedule.base_lr = job.train.lr;
   p.schedule.total_steps = p.total_steps;
+  p.schedule.lr_end = job.train.lr_end;
+  p.schedule.power = job.train.lr_power;
   p.schedule.warmup_steps =
       WarmupSteps(job.train.warmup_steps, job.train.warmup_ratio, p.total_steps);
   return p;
