@@ -29,11 +29,11 @@ bool HavePython() {
 
 // The LRs transformers gives for steps 0..total.
 std::vector<double> HfLrs(const LrSchedule& s) {
-  const std::string cmd =
-      absl::StrCat(std::getenv("RINGMASTER_PYTHON"), " ", std::getenv("RINGMASTER_SOURCE_DIR"),
-                   "/tests/oracle/hf_lr_schedule.py ", jobspec::SettingName(s.kind), " ",
-                   absl::StrFormat("%.17g %d %d %.17g %.17g", s.base_lr, s.warmup_steps,
-                                   s.total_steps, s.lr_end, s.power));
+  const std::string cmd = absl::StrCat(
+      std::getenv("RINGMASTER_PYTHON"), " ", std::getenv("RINGMASTER_SOURCE_DIR"),
+      "/tests/oracle/hf_lr_schedule.py ", std::string(jobspec::SettingName(s.kind)), " ",
+      absl::StrFormat("%.17g %d %d %.17g %.17g", s.base_lr, s.warmup_steps, s.total_steps, s.lr_end,
+                      s.power));
   std::vector<double> out;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return out;
@@ -74,8 +74,8 @@ TEST(LrScheduleOracle, EveryStepMatchesTransformers) {
     s.lr_end = c.lr_end;
     s.power = c.power;
     const std::string what =
-        absl::StrCat(jobspec::SettingName(c.kind), " lr ", c.lr, " warmup ", c.warmup, " total ",
-                     c.total, " lr_end ", c.lr_end, " power ", c.power);
+        absl::StrCat(std::string(jobspec::SettingName(c.kind)), " lr ", c.lr, " warmup ", c.warmup,
+                     " total ", c.total, " lr_end ", c.lr_end, " power ", c.power);
     const std::vector<double> hf = HfLrs(s);
     ASSERT_EQ(hf.size(), static_cast<size_t>(c.total + 1)) << what;
     bool moves = false;
