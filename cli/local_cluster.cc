@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -106,12 +107,23 @@ std::string LastEvalSummary(const std::string& metrics_path) {
   absl::StatusOr<std::string> text = ReadFile(metrics_path, size_t{256} << 20);
   if (!text.ok()) return "";
   std::string summary;
+  std::map<int64_t, std::string> by_step;  // each evaluation's summary, for the best model's
   for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
     nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
-    if (!j.is_object() || !j.contains("eval_loss") || !j["eval_loss"].is_number()) continue;
-    const std::string step = j.contains("step") && j["step"].is_number_integer()
-                                 ? absl::StrCat("step ", j["step"].get<int64_t>())
-                                 : "";
+    if (!j.is_object()) continue;
+    const bool has_step = j.contains("step") && j["step"].is_number_integer();
+    if (j.contains("best_model_step") && j["best_model_step"].is_number_integer()) {
+      // train.load_best_model_at_end: the exported model is the best evaluation's.
+      auto it = by_step.find(j["best_model_step"].get<int64_t>());
+      if (it != by_step.end()) {
+        summary = it->second;
+        summary.insert(summary.size() - 1,
+                       absl::StrCat(", the best by ", j.value("metric_for_best_model", "?")));
+      }
+      continue;
+    }
+    if (!j.contains("eval_loss") || !j["eval_loss"].is_number()) continue;
+    const std::string step = has_step ? absl::StrCat("step ", j["step"].get<int64_t>()) : "";
     const double loss = j["eval_loss"].get<double>();
     if (j.contains("eval_accuracy") && j["eval_accuracy"].is_number()) {
       summary =
@@ -120,6 +132,7 @@ std::string LastEvalSummary(const std::string& metrics_path) {
     } else {
       summary = absl::StrFormat("eval loss %.4f%s", loss, step.empty() ? "" : " (" + step + ")");
     }
+    if (has_step) by_step[j["step"].get<int64_t>()] = summary;
   }
   return summary;
 }

@@ -84,6 +84,15 @@ TEST(LocalCluster, SummarisesTheLastEvaluationWithItsStep) {
                       "{\"step\":3,\"epoch\":2,\"eval_loss\":0.25,\"eval_accuracy\":0.575}\n")
           .ok());
   EXPECT_EQ(LastEvalSummary(path), "dev accuracy 0.5750 (eval loss 0.2500, step 3)");
+  // train.load_best_model_at_end: the exported model is step 2's, not the last evaluated.
+  ASSERT_TRUE(WriteFileAtomic(path,
+                              "{\"step\":2,\"epoch\":1,\"eval_loss\":0.5,\"eval_accuracy\":0.6}\n"
+                              "{\"step\":4,\"epoch\":2,\"eval_loss\":0.7,\"eval_accuracy\":0.55}\n"
+                              "{\"step\":4,\"best_model_step\":2,\"metric_for_best_model\":"
+                              "\"eval_accuracy\",\"best_metric\":0.6}\n")
+                  .ok());
+  EXPECT_EQ(LastEvalSummary(path),
+            "dev accuracy 0.6000 (eval loss 0.5000, step 2, the best by eval_accuracy)");
   ASSERT_TRUE(WriteFileAtomic(path, "{\"step\":9,\"eval_loss\":1.5}\n").ok());  // regression
   EXPECT_EQ(LastEvalSummary(path), "eval loss 1.5000 (step 9)");
   ASSERT_TRUE(WriteFileAtomic(path, "{\"step\":1,\"loss\":0.7}\n").ok());

@@ -27,6 +27,8 @@ enum class Precision { kAuto, kFp32, kFp16, kBf16 };
 enum class Backend { kAuto, kNccl, kGloo };
 // train.lr_schedule.
 enum class LrScheduleKind { kLinear, kConstant, kCosine, kPolynomial };
+// train.eval_strategy: when evaluations run during training (HF's eval_strategy).
+enum class EvalStrategy { kEpoch, kSteps, kNo };
 // train.device.
 enum class Device { kCpu, kCuda, kAuto };
 // train.resume: what a run does with the checkpoints already in its output.dir
@@ -73,6 +75,11 @@ struct SettingTable<LrScheduleKind> {
       {LrScheduleKind::kConstant, "constant"},
       {LrScheduleKind::kCosine, "cosine"},
       {LrScheduleKind::kPolynomial, "polynomial"}};
+};
+template <>
+struct SettingTable<EvalStrategy> {
+  static constexpr std::pair<EvalStrategy, std::string_view> kNames[] = {
+      {EvalStrategy::kEpoch, "epoch"}, {EvalStrategy::kSteps, "steps"}, {EvalStrategy::kNo, "no"}};
 };
 template <>
 struct SettingTable<Device> {

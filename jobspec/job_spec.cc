@@ -439,6 +439,18 @@ void ParseTrain(MapReader& root, JobSpec& spec, Errors& errors, UnknownSettings&
   GetSetting(m, "device", &t.device, errors, unknown);
   m.Get("seed", &t.seed, ToUint64);
   m.Get("eval_batch_size", &t.eval_batch_size, ToInt);
+  GetSetting(m, "eval_strategy", &t.eval_strategy, errors, unknown);
+  m.Get("eval_steps", &t.eval_steps, ToInt64);
+  m.Get("metric_for_best_model", &t.metric_for_best_model, ToString);
+  // Unset means "as the metric's name says", so an explicit false is kept apart from no value.
+  m.Get("greater_is_better", &t.greater_is_better,
+        [](const Value& v) -> std::optional<std::optional<bool>> {
+          if (std::optional<bool> b = ToBool(v)) return std::optional<bool>(*b);
+          return std::nullopt;
+        });
+  m.Get("load_best_model_at_end", &t.load_best_model_at_end, ToBool);
+  m.Get("early_stopping_patience", &t.early_stopping_patience, ToInt);
+  m.Get("early_stopping_threshold", &t.early_stopping_threshold, ToDouble);
   m.Get("log_every_steps", &t.log_every_steps, ToInt64);
   GetSetting(m, "resume", &t.resume, errors, unknown);
   m.ReportUnknown({{"adam_beta1", "use adam_betas: [beta1, beta2]"},

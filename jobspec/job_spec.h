@@ -26,6 +26,7 @@ using jobspec::Backend;
 using jobspec::Compression;
 using jobspec::DataFormat;
 using jobspec::Device;
+using jobspec::EvalStrategy;
 using jobspec::LrScheduleKind;
 using jobspec::Precision;
 using jobspec::ResumeMode;
@@ -83,6 +84,22 @@ struct TrainSpec {
   Device device = Device::kCpu;
   uint64_t seed = 42;
   int eval_batch_size = 64;
+  // When data.eval is evaluated during training: after every epoch, every eval_steps steps, or
+  // never (the final weights are still evaluated at the end).
+  EvalStrategy eval_strategy = EvalStrategy::kEpoch;
+  int64_t eval_steps = 0;  // with kSteps: >= 1
+  // The evaluation figure that ranks evaluations (best model, early stopping), as metrics.jsonl
+  // names it ("eval_loss", "eval_accuracy", ...; the "eval_" prefix may be left out). Empty:
+  // eval_loss.
+  std::string metric_for_best_model;
+  // Unset: lower is better for a loss, higher for every other figure (as HF infers it).
+  std::optional<bool> greater_is_better;
+  // Exports the best evaluation's weights as final/ (a checkpoint is saved at every evaluation).
+  bool load_best_model_at_end = false;
+  // > 0: stop after this many evaluations in a row that do not beat the best by more than
+  // early_stopping_threshold (HF's EarlyStoppingCallback).
+  int early_stopping_patience = 0;
+  double early_stopping_threshold = 0.0;
   int64_t log_every_steps = 0;  // 0 = time based
   // Checkpoints already in output.dir: resume when the run's trajectory settings match (auto),
   // start over (never), or resume whatever changed (force). trainer/train/resume_policy.h.
@@ -135,6 +152,13 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 // them ("train.lr", "model.config.hidden_size"). Taken from the parser's own lookups, so it
 // cannot fall behind it (docs/job-reference.md is checked against it).
 std::vector<std::string> JobSpecKnownKeys();
+
+// "eval_accuracy" for "accuracy" or "eval_accuracy": the metrics.jsonl name of a
+// train.metric_for_best_model value, or nullopt when evaluation reports no such figure.
+std::optional<std::string> BestModelMetricName(std::string_view name);
+// Whether a higher train.metric_for_best_model is better: train.greater_is_better when set,
+// else as HF infers it (a name ending in "loss" is minimised, any other figure maximised).
+bool GreaterIsBetter(const TrainSpec& train);
 
 // Cross-field and range checks, for specs built or edited in code. Errors name spec.source.
 absl::Status ValidateJobSpec(const JobSpec& spec);

@@ -39,6 +39,60 @@ bool ValidName(absl::string_view name) {
   });
 }
 
+// train.eval_strategy and the keys that rank evaluations. `bad(path, message)` reports.
+template <typename Bad>
+void CheckEvaluationKeys(const JobSpec& s, Bad& bad) {
+  const TrainSpec& t = s.train;
+  if (t.eval_steps < 0) {
+    bad("train.eval_steps", absl::StrCat("must be >= 0, got ", t.eval_steps));
+  } else if (t.eval_strategy == EvalStrategy::kSteps && t.eval_steps == 0) {
+    bad("train.eval_steps", "must be >= 1 with train.eval_strategy steps");
+  }
+  if (t.early_stopping_patience < 0) {
+    bad("train.early_stopping_patience",
+        absl::StrCat("must be >= 0 (0 = no early stopping), got ", t.early_stopping_patience));
+  }
+  if (!(t.early_stopping_threshold >= 0 && std::isfinite(t.early_stopping_threshold))) {
+    bad("train.early_stopping_threshold",
+        absl::StrCat("must be >= 0, got ", t.early_stopping_threshold));
+  }
+  // What needs evaluations during training to rank.
+  for (const auto& [key, wanted] :
+       {std::pair<const char*, bool>{"train.load_best_model_at_end", t.load_best_model_at_end},
+        {"train.early_stopping_patience", t.early_stopping_patience > 0}}) {
+    if (!wanted) continue;
+    if (s.data.eval.empty()) {
+      bad(key, "needs evaluation data (data.eval)");
+    } else if (t.eval_strategy == EvalStrategy::kNo) {
+      bad(key, "needs evaluations during training (train.eval_strategy epoch or steps, not no)");
+    }
+  }
+  if (!t.metric_for_best_model.empty()) {
+    const std::optional<std::string> name = BestModelMetricName(t.metric_for_best_model);
+    const int labels = s.model.num_labels;
+    if (!name) {
+      bad("train.metric_for_best_model",
+          absl::StrCat("'", t.metric_for_best_model,
+                       "' is not a figure evaluation reports: loss, accuracy, f1, "
+                       "matthews_correlation, pearson, spearmanr (with or without eval_)"));
+    } else if (labels == 1 && (*name == "eval_accuracy" || *name == "eval_f1" ||
+                               *name == "eval_matthews_correlation")) {
+      bad("train.metric_for_best_model",
+          absl::StrCat("'", t.metric_for_best_model,
+                       "' is a classification figure; model.num_labels 1 is regression "
+                       "(eval_loss, eval_pearson, eval_spearmanr)"));
+    } else if (labels > 1 && (*name == "eval_pearson" || *name == "eval_spearmanr")) {
+      bad("train.metric_for_best_model",
+          absl::StrCat("'", t.metric_for_best_model,
+                       "' is a regression figure (model.num_labels 1); this model classifies"));
+    } else if (labels > 2 && *name == "eval_f1") {
+      bad("train.metric_for_best_model",
+          absl::StrCat("eval_f1 is reported for binary classification only; model.num_labels is ",
+                       labels));
+    }
+  }
+}
+
 void Validate(const JobSpec& s, const Marks* marks,
               const std::set<std::string, std::less<>>* unknown, Errors& errors) {
   auto mark_of = [&](absl::string_view path) -> const YAML::Mark* {
@@ -244,6 +298,7 @@ void Validate(const JobSpec& s, const Marks* marks,
   if (t.eval_batch_size < 1) {
     bad("train.eval_batch_size", absl::StrCat("must be >= 1, got ", t.eval_batch_size));
   }
+  CheckEvaluationKeys(s, bad);
   if (t.log_every_steps < 0) {
     bad("train.log_every_steps",
         absl::StrCat("must be >= 0 (0 = every few seconds), got ", t.log_every_steps));
@@ -291,3 +346,24 @@ void Validate(const JobSpec& s, const Marks* marks,
 }
 
 }  // namespace ringmaster::trainer::job_spec_internal
+
+namespace ringmaster::trainer {
+
+std::optional<std::string> BestModelMetricName(std::string_view name) {
+  std::string n(name);
+  if (n.rfind("eval_", 0) != 0) n = "eval_" + n;
+  for (const char* known : {"eval_loss", "eval_accuracy", "eval_f1", "eval_matthews_correlation",
+                            "eval_pearson", "eval_spearmanr"}) {
+    if (n == known) return n;
+  }
+  return std::nullopt;
+}
+
+bool GreaterIsBetter(const TrainSpec& t) {
+  if (t.greater_is_better) return *t.greater_is_better;
+  // HF: a name ending in "loss" is minimised, everything else maximised.
+  const std::string name = t.metric_for_best_model.empty() ? "eval_loss" : t.metric_for_best_model;
+  return !(name.size() >= 4 && name.compare(name.size() - 4, 4, "loss") == 0);
+}
+
+}  // namespace ringmaster::trainer

@@ -289,6 +289,65 @@ TEST(JobSpecTest, LrScheduleKeys) {
   EXPECT_THAT(ErrorOf(WithData("train:\n  lr_power: fast\n")), HasSubstr("train.lr_power"));
 }
 
+// Evaluation during training, the best model and early stopping: parsed, checked, written back.
+TEST(JobSpecTest, EvaluationAndBestModelKeys) {
+  const std::string eval = "  eval: dev.csv\n";
+  absl::StatusOr<JobSpec> d = Parse(WithData(eval));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train.eval_strategy, EvalStrategy::kEpoch);  // today's behaviour
+  EXPECT_EQ(d->train.eval_steps, 0);
+  EXPECT_EQ(d->train.metric_for_best_model, "");
+  EXPECT_FALSE(d->train.greater_is_better.has_value());
+  EXPECT_FALSE(d->train.load_best_model_at_end);
+  EXPECT_EQ(d->train.early_stopping_patience, 0);
+  EXPECT_EQ(d->train.early_stopping_threshold, 0.0);
+  absl::StatusOr<JobSpec> s =
+      Parse(WithData(
+          eval + "train:\n  eval_strategy: steps\n  eval_steps: 50\n  metric_for_best_model: f1\n"
+                 "  greater_is_better: false\n  load_best_model_at_end: true\n"
+                 "  early_stopping_patience: 3\n  early_stopping_threshold: 0.01\n"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->train.eval_strategy, EvalStrategy::kSteps);
+  EXPECT_EQ(s->train.eval_steps, 50);
+  EXPECT_EQ(s->train.metric_for_best_model, "f1");
+  ASSERT_TRUE(s->train.greater_is_better.has_value());
+  EXPECT_FALSE(*s->train.greater_is_better);
+  EXPECT_TRUE(s->train.load_best_model_at_end);
+  EXPECT_EQ(s->train.early_stopping_patience, 3);
+  EXPECT_EQ(s->train.early_stopping_threshold, 0.01);
+  absl::StatusOr<JobSpec> back = Parse(JobSpecToYaml(*s));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(JobSpecToYaml(*back), JobSpecToYaml(*s));
+  EXPECT_EQ(back->train.greater_is_better, s->train.greater_is_better);
+  EXPECT_EQ(back->train.eval_strategy, EvalStrategy::kSteps);
+  // `no` is a name here, not YAML's boolean.
+  absl::StatusOr<JobSpec> no = Parse(WithData(eval + "train:\n  eval_strategy: no\n"));
+  ASSERT_TRUE(no.ok()) << no.status();
+  EXPECT_EQ(no->train.eval_strategy, EvalStrategy::kNo);
+
+  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  eval_strategy: always\n")),
+              HasSubstr("train.eval_strategy: 'always' is not one of: epoch, steps, no"));
+  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  eval_strategy: steps\n")),
+              HasSubstr("train.eval_steps: must be >= 1 with train.eval_strategy steps"));
+  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  eval_steps: -2\n")),
+              HasSubstr("train.eval_steps: must be >= 0, got -2"));
+  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  metric_for_best_model: bleu\n")),
+              HasSubstr("train.metric_for_best_model: 'bleu' is not a figure evaluation reports"));
+  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  metric_for_best_model: pearson\n")),
+              HasSubstr("train.metric_for_best_model: 'pearson' is a regression figure"));
+  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  greater_is_better: maybe\n")),
+              HasSubstr("train.greater_is_better"));
+  EXPECT_THAT(ErrorOf(WithData("train:\n  load_best_model_at_end: true\n")),
+              HasSubstr("train.load_best_model_at_end: needs evaluation data (data.eval)"));
+  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  eval_strategy: no\n  early_stopping_patience: "
+                                      "2\n")),
+              HasSubstr("train.early_stopping_patience: needs evaluations during training"));
+  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  early_stopping_patience: -1\n")),
+              HasSubstr("train.early_stopping_patience: must be >= 0"));
+  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  early_stopping_threshold: -0.1\n")),
+              HasSubstr("train.early_stopping_threshold: must be >= 0, got -0.1"));
+}
+
 TEST(JobSpecTest, RequiredFields) {
   EXPECT_THAT(ErrorOf("model:\n  init_from: m\noutput:\n  dir: o\n"),
               HasSubstr("data.train: is required"));

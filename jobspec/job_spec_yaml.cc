@@ -147,6 +147,15 @@ std::string JobSpecToYaml(const JobSpec& s) {
   KeyString(out, "device", std::string(SettingName(t.device)));
   KeyNumber(out, "seed", t.seed);
   KeyNumber(out, "eval_batch_size", t.eval_batch_size);
+  KeyString(out, "eval_strategy", std::string(SettingName(t.eval_strategy)));
+  KeyNumber(out, "eval_steps", t.eval_steps);
+  if (!t.metric_for_best_model.empty()) {
+    KeyString(out, "metric_for_best_model", t.metric_for_best_model);
+  }
+  if (t.greater_is_better) KeyBool(out, "greater_is_better", *t.greater_is_better);
+  KeyBool(out, "load_best_model_at_end", t.load_best_model_at_end);
+  KeyNumber(out, "early_stopping_patience", t.early_stopping_patience);
+  KeyNumber(out, "early_stopping_threshold", t.early_stopping_threshold);
   KeyNumber(out, "log_every_steps", t.log_every_steps);
   KeyString(out, "resume", std::string(SettingName(t.resume)));
   out << YAML::EndMap;

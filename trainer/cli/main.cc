@@ -388,11 +388,23 @@ absl::Status Train(const Args& a) {
     std::printf("model exported to %s\n", r.export_dir.c_str());
     return absl::OkStatus();
   }
+  if (r.early_stopped)
+    std::printf("early stopping ended training at step %lld\n", static_cast<long long>(r.steps));
   if (r.eval.examples > 0) {
-    // The figure of the exported weights, said so: the step it was measured at is the last.
-    std::printf("dev accuracy %.4f, dev loss %.4f (%lld rows; step %lld, the exported model)\n",
+    // The figure of the exported weights, said so, with the step they are of: the last, or
+    // the best evaluation's (train.load_best_model_at_end).
+    std::printf("dev accuracy %.4f, dev loss %.4f (%lld rows; step %lld, the exported model%s)\n",
                 r.eval.accuracy, r.eval.loss, static_cast<long long>(r.eval.examples),
-                static_cast<long long>(r.eval_step));
+                static_cast<long long>(r.eval_step),
+                r.best_model
+                    ? absl::StrCat(": the best evaluation by ",
+                                   rt::BestModelMetricName(job.train.metric_for_best_model.empty()
+                                                               ? "eval_loss"
+                                                               : job.train.metric_for_best_model)
+                                       .value_or("?"),
+                                   " of ", r.steps, " steps")
+                          .c_str()
+                    : "");
   }
   std::printf("model exported to %s\n", r.export_dir.c_str());
   return absl::OkStatus();

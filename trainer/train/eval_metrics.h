@@ -14,6 +14,16 @@
 
 namespace ringmaster::trainer {
 
+// One evaluation pass's figures (the training loop's EvaluateAll).
+struct EvalResult {
+  double loss = 0;
+  double accuracy = 0;  // classification only
+  int64_t examples = 0;
+  // run_glue's other figures where they apply: F1 (binary) and Matthews correlation for
+  // classification, Pearson and Spearman for regression (num_labels 1).
+  std::optional<double> f1, matthews_correlation, pearson, spearmanr;
+};
+
 struct ClassificationMetrics {
   double accuracy = 0;
   std::optional<double> f1;  // binary only

@@ -419,14 +419,17 @@ absl::StatusOr<ShardEntry> ReadReport(const std::string& tmp, int rank, int worl
   return entry;
 }
 
-// Deletes the oldest complete checkpoints beyond `keep`, never `just_written`.
-void Prune(const std::string& output_dir, const std::string& just_written, int keep) {
+// Deletes the oldest complete checkpoints beyond `keep`, never `just_written` nor `kept`.
+void Prune(const std::string& output_dir, const std::string& just_written, int keep,
+           const std::string& kept) {
   if (keep <= 0) return;
   std::vector<std::string> all = ListShardedCheckpoints(output_dir);
   size_t count = all.size();
   for (const std::string& d : all) {
     if (count <= static_cast<size_t>(keep)) break;
-    if (fs::path(d) == fs::path(just_written)) continue;
+    if (fs::path(d) == fs::path(just_written) || (!kept.empty() && fs::path(d) == fs::path(kept))) {
+      continue;
+    }
     std::error_code ec;
     fs::remove_all(d, ec);
     if (ec) {
@@ -487,7 +490,8 @@ absl::Status Commit(const std::string& output_dir, const std::string& root, cons
   }
   RM_RETURN_IF_ERROR(FsyncDir(root));
   if (moved_aside) fs::remove_all(aside, ec);
-  Prune(output_dir, final_dir, keep);
+  Prune(output_dir, final_dir, keep,
+        meta.protected_step >= 0 ? Join(root, StepName(meta.protected_step)) : std::string());
   return absl::OkStatus();
 }
 
@@ -570,6 +574,10 @@ absl::Status SaveShardedCheckpoint(const std::string& output_dir, int rank, int 
     }
   }
   return absl::OkStatus();
+}
+
+std::string ShardedCheckpointDir(const std::string& output_dir, int64_t step) {
+  return Join(CheckpointRoot(output_dir), StepName(step));
 }
 
 std::vector<std::string> ListShardedCheckpoints(const std::string& output_dir) {

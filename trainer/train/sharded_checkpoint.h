@@ -54,13 +54,17 @@ struct CheckpointMeta {
   // The run's trajectory settings, key path -> value (resume_policy.h: what a resume compares).
   // Empty in checkpoints written before they were recorded.
   std::map<std::string, std::string> settings;
+  // Not recorded: a step whose checkpoint pruning must keep whatever `keep` says (the best
+  // model of train.load_best_model_at_end); -1: none.
+  int64_t protected_step = -1;
 };
 
 // Collective: every rank calls it with its own piece (params, exp_avg and exp_avg_sq hold
 // mine.local_numel() floats each). `barrier` is a collective barrier across all ranks that
 // returns an error if a peer died. Writes checkpoints/step-<meta.step>/ under `output_dir`
 // (replacing a complete one of the same step), then rank 0 deletes the oldest complete
-// checkpoints beyond `keep` (keep <= 0 keeps all), never the one just written.
+// checkpoints beyond `keep` (keep <= 0 keeps all), never the one just written nor the one of
+// meta.protected_step.
 //
 // Protocol: rank 0 recreates checkpoints/.tmp-step-X; barrier; every rank writes and fsyncs its
 // shard and its report; barrier; rank 0 checks every report (the ranges must tile [0, total)
@@ -76,6 +80,9 @@ absl::Status SaveShardedCheckpoint(const std::string& output_dir, int rank, int 
                                    const float* params, const float* exp_avg,
                                    const float* exp_avg_sq, int keep,
                                    const std::function<absl::Status()>& barrier);
+
+// The directory a checkpoint of `step` has under `output_dir` (checkpoints/step-<8 digits>).
+std::string ShardedCheckpointDir(const std::string& output_dir, int64_t step);
 
 // Complete checkpoint directories under `output_dir` (step-* with a manifest.json; temporary
 // directories ignored), oldest (lowest step) first.

@@ -27,6 +27,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kDivergedPayload[] = "ringmaster.dev/diverged";
+// The loop's entries in a checkpoint's meta.extra (the engine's are its own).
+constexpr char kBestModelKey[] = "best_model";
+constexpr char kEarlyStoppedKey[] = "early_stopped";
 
 // Dropout masks derive from (seed, step, micro-batch): a resumed run draws the same masks.
 uint64_t DropoutSeed(uint64_t seed, int64_t step, int micro) {
@@ -117,7 +120,8 @@ TrainLoop::TrainLoop(JobSpec job, LoopWorld world, TrainData data, TrainPlan pla
       plan_(std::move(plan)),
       engine_(std::move(engine)),
       export_model_(std::move(export_model)),
-      settings_(TrajectorySettings(job_)) {}
+      settings_(TrajectorySettings(job_)),
+      best_(job_.train) {}
 
 absl::Status TrainLoop::StartOver() {
   const fs::path out(job_.output.dir);
@@ -184,6 +188,14 @@ absl::Status TrainLoop::RestoreLatest() {
       continue;
     }
     RM_RETURN_IF_ERROR(engine_->LoadCheckpoint(*d));
+    // Absent from checkpoints written before the best model was tracked.
+    const nlohmann::json& extra = d->meta.extra;
+    if (extra.is_object() && extra.contains(kBestModelKey)) {
+      RM_RETURN_IF_ERROR(best_.FromJson(extra.at(kBestModelKey)));
+    }
+    early_stopped_ = extra.is_object() && extra.contains(kEarlyStoppedKey) &&
+                     extra.at(kEarlyStoppedKey).is_boolean() &&
+                     extra.at(kEarlyStoppedKey).get<bool>();
     step_ = d->meta.step;
     epoch_ = d->meta.epoch;
     cursor_ = d->meta.cursor;
@@ -226,7 +238,7 @@ absl::Status TrainLoop::RestoreLatest() {
 }
 
 absl::StatusOr<bool> TrainLoop::AlreadyFinished() {
-  if (step_ < plan_.total_steps) return false;
+  if (step_ < plan_.total_steps && !early_stopped_) return false;
   // The export is written last, by rank 0: every rank must see it, or all train on together.
   const fs::path final_dir = fs::path(job_.output.dir) / "final";
   std::error_code ec;
@@ -246,97 +258,14 @@ absl::Status TrainLoop::Checkpoint() {
   meta.seed = job_.train.seed;
   meta.world_size = world_.world_size;
   meta.settings = settings_;
+  meta.extra[kBestModelKey] = best_.ToJson();
+  meta.extra[kEarlyStoppedKey] = early_stopped_;
+  if (job_.train.load_best_model_at_end) meta.protected_step = best_.best_step();
   const auto t0 = std::chrono::steady_clock::now();
   RM_ASSIGN_OR_RETURN(uint64_t bytes,
                       engine_->SaveCheckpoint(job_.output.dir, meta, job_.output.keep_checkpoints));
   metrics_->OnCheckpoint(SecondsSince(t0), bytes);
   return absl::OkStatus();
-}
-
-void AddEvalFigures(const EvalResult& e, nlohmann::json* line) {
-  if (e.f1) (*line)["eval_f1"] = *e.f1;
-  if (e.matthews_correlation) (*line)["eval_matthews_correlation"] = *e.matthews_correlation;
-  if (e.pearson) (*line)["eval_pearson"] = *e.pearson;
-  if (e.spearmanr) (*line)["eval_spearmanr"] = *e.spearmanr;
-}
-
-std::string EvalFiguresText(const EvalResult& e) {
-  std::vector<std::string> parts;
-  if (e.f1) parts.push_back(absl::StrFormat("f1 %.4f", *e.f1));
-  if (e.matthews_correlation) {
-    parts.push_back(absl::StrFormat("matthews_correlation %.4f", *e.matthews_correlation));
-  }
-  if (e.pearson) parts.push_back(absl::StrFormat("pearson %.4f", *e.pearson));
-  if (e.spearmanr) parts.push_back(absl::StrFormat("spearmanr %.4f", *e.spearmanr));
-  return parts.empty() ? "" : absl::StrCat("; ", absl::StrJoin(parts, ", "));
-}
-
-absl::StatusOr<EvalResult> TrainLoop::EvaluateAll() {
-  // Rank r evaluates a contiguous share; every rank runs the same number of forwards (empty
-  // ones included) because an engine may communicate inside each (full_shard gathers
-  // parameters).
-  const std::vector<EncodedExample>& eval = data_.eval;
-  const size_t n = eval.size(), w = static_cast<size_t>(world_.world_size);
-  const size_t r = static_cast<size_t>(world_.rank);
-  const size_t b = n * r / w, e = n * (r + 1) / w;
-  const size_t bs = static_cast<size_t>(job_.train.eval_batch_size);
-  const size_t passes = ((n + w - 1) / w + bs - 1) / bs;
-  const int C = data_.num_labels;
-  double loss_sum = 0;
-  double correct = 0;
-  // Summed over the ranks with the loss: the confusion matrix (classification), or every
-  // prediction and label at its row (regression: Spearman needs them all).
-  const size_t C2 = static_cast<size_t>(C) * static_cast<size_t>(C);
-  std::vector<float> figures(C > 1 ? C2 : 2 * n, 0.0f);
-  for (size_t k = 0; k < passes; ++k) {
-    const size_t lo = std::min(e, b + k * bs), hi = std::min(e, lo + bs);
-    if (lo == hi) {
-      engine_->EmptyEvalForward();
-      continue;
-    }
-    std::vector<int64_t> idx;
-    for (size_t i = lo; i < hi; ++i) idx.push_back(static_cast<int64_t>(i));
-    Batch batch = MakeBatch(eval, idx, data_.pad_id);
-    RM_ASSIGN_OR_RETURN(ForwardOutput out, engine_->EvalForward(batch));
-    loss_sum += static_cast<double>(out.loss) * batch.batch_size;
-    for (int i = 0; i < batch.batch_size; ++i) {
-      const float* row = out.logits.data() + static_cast<size_t>(i) * C;
-      if (C > 1 && static_cast<int>(std::max_element(row, row + C) - row) ==
-                       static_cast<int>(batch.labels[i])) {
-        ++correct;
-      }
-      if (C > 1) {
-        const size_t pred = static_cast<size_t>(std::max_element(row, row + C) - row);
-        figures[static_cast<size_t>(batch.labels[i]) * C + pred] += 1.0f;
-      } else {
-        figures[lo + i] = row[0];
-        figures[n + lo + i] = batch.labels[i];
-      }
-    }
-  }
-  RM_RETURN_IF_ERROR(engine_->status());
-  std::vector<float> sums = {static_cast<float>(loss_sum), static_cast<float>(correct)};
-  sums.insert(sums.end(), figures.begin(), figures.end());
-  RM_RETURN_IF_ERROR(engine_->AllReduceSum(&sums));
-  EvalResult res;
-  res.examples = static_cast<int64_t>(n);
-  if (n > 0) {
-    res.loss = sums[0] / static_cast<double>(n);
-    res.accuracy = sums[1] / static_cast<double>(n);
-    if (C > 1) {
-      const ClassificationMetrics cm =
-          ClassificationMetricsOf(std::vector<double>(sums.begin() + 2, sums.begin() + 2 + C2), C);
-      res.f1 = cm.f1;
-      res.matthews_correlation = cm.matthews_correlation;
-    } else {
-      const RegressionMetrics rm =
-          RegressionMetricsOf(std::vector<double>(sums.begin() + 2, sums.begin() + 2 + n),
-                              std::vector<double>(sums.begin() + 2 + n, sums.end()));
-      res.pearson = rm.pearson;
-      res.spearmanr = rm.spearmanr;
-    }
-  }
-  return res;
 }
 
 absl::Status TrainLoop::AppendMetrics(const nlohmann::json& line) {
@@ -359,6 +288,12 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
       result.eval = restored_eval_;
       result.eval.examples = static_cast<int64_t>(data_.eval.size());
       result.eval_step = restored_eval_step_;
+    }
+    result.early_stopped = early_stopped_;
+    if (job_.train.load_best_model_at_end && best_.best_step() >= 0) {
+      result.eval = best_.best_eval();
+      result.eval_step = best_.best_step();
+      result.best_model = true;
     }
     if (leader()) {
       LogInfo(absl::StrCat("training already finished (step ", step_, " of ", plan_.total_steps,
@@ -401,7 +336,7 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
   const auto t0 = std::chrono::steady_clock::now();
   bool saved_at_step = false;
   const uint64_t seed = job_.train.seed;
-  while (step_ < total_steps) {
+  while (step_ < total_steps && !early_stopped_) {
     const auto plan =
         PlanEpoch(data_.train_keys, job_.train.global_batch_size, job_.data.shuffle, seed, epoch_);
     const int64_t plan_size = static_cast<int64_t>(plan.size());
@@ -434,7 +369,7 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
           },
           /*depth=*/4);
       int64_t k = 0;  // steps taken from this plan
-      while (cursor_ < plan_size && step_ < total_steps) {
+      while (cursor_ < plan_size && step_ < total_steps && !early_stopped_) {
         const int64_t n_total = step_sizes[k++];
         const auto step_start = std::chrono::steady_clock::now();
         StepFigures fig;
@@ -509,23 +444,27 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         metrics_->OnStep(fig, ef.comm);
         metrics_->OnMemory(ef.persistent_bytes, ef.peak_transient_bytes);
         if (ef.device) metrics_->OnDevice(*ef.device);
-        if (cursor_ >= plan_size) {
-          if (!data_.eval.empty()) {
-            RM_ASSIGN_OR_RETURN(result.eval, EvaluateAll());
-            result.eval_step = step_;
-            metrics_->OnEval(result.eval.loss, result.eval.accuracy);
-            progress.Message(absl::StrCat(
-                absl::StrFormat("epoch %d (step %d): eval loss %.4f accuracy %.4f (%d rows)",
-                                epoch_ + 1, step_, result.eval.loss, result.eval.accuracy,
-                                result.eval.examples),
-                EvalFiguresText(result.eval)));
-            nlohmann::json eval_line = {{"step", step_},
-                                        {"epoch", epoch_ + 1},
-                                        {"eval_loss", result.eval.loss},
-                                        {"eval_accuracy", result.eval.accuracy}};
-            AddEvalFigures(result.eval, &eval_line);
-            RM_RETURN_IF_ERROR(AppendMetrics(eval_line));
+        const bool epoch_end = cursor_ >= plan_size;
+        // load_best_model_at_end saves every evaluated model (HF requires its save steps to
+        // coincide with its evaluation steps; here every evaluation is a save step).
+        bool save_evaluated = false;
+        if (!data_.eval.empty() && EvaluatesNow(epoch_end)) {
+          bool is_best = false;
+          RM_RETURN_IF_ERROR(EvaluateAndRank(epoch_ + 1, /*record=*/true, &result, &is_best));
+          progress.Message(absl::StrCat(
+              absl::StrFormat("epoch %d (step %d): eval loss %.4f accuracy %.4f (%d rows)",
+                              epoch_ + 1, step_, result.eval.loss, result.eval.accuracy,
+                              result.eval.examples),
+              EvalFiguresText(result.eval),
+              is_best ? absl::StrCat("; the best so far by ", best_.metric()) : ""));
+          save_evaluated = job_.train.load_best_model_at_end;
+          if (best_.ShouldStop() && step_ < total_steps) {
+            early_stopped_ = true;  // recorded in the checkpoint saved below
+            progress.Message(absl::StrCat("early stopping at step ", step_, " of ", total_steps,
+                                          ": ", best_.StopReason()));
           }
+        }
+        if (epoch_end) {
           ++epoch_;
           cursor_ = 0;
         }
@@ -533,7 +472,7 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         const bool stopping = sr.flag_sum > 0;
         const bool periodic = job_.output.checkpoint_every_steps > 0 &&
                               step_ % job_.output.checkpoint_every_steps == 0;
-        if (periodic || stopping) {
+        if (periodic || stopping || save_evaluated || early_stopped_) {
           RM_RETURN_IF_ERROR(Checkpoint());
           saved_at_step = true;
         }
@@ -553,26 +492,24 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
   // The figures reported are those of the weights exported: when the last step was not an
   // epoch end (max_steps) the last epoch's evaluation is of older weights, so evaluate these.
   if (!data_.eval.empty() && (result.eval.examples == 0 || result.eval_step != step_)) {
-    RM_ASSIGN_OR_RETURN(result.eval, EvaluateAll());
-    result.eval_step = step_;
-    metrics_->OnEval(result.eval.loss, result.eval.accuracy);
+    // The epoch it belongs to: the one in progress, or the last one finished. A resumed run
+    // whose final evaluation metrics.jsonl already holds does not write it twice. It is ranked
+    // like any evaluation: with load_best_model_at_end the final weights are a candidate too.
+    bool is_best = false;
+    RM_RETURN_IF_ERROR(EvaluateAndRank(cursor_ > 0 ? epoch_ + 1 : epoch_,
+                                       /*record=*/restored_eval_step_ != step_, &result, &is_best));
     if (leader()) {
       LogInfo(absl::StrCat(
           absl::StrFormat("final weights (step %d): eval loss %.4f accuracy %.4f (%d rows)", step_,
                           result.eval.loss, result.eval.accuracy, result.eval.examples),
           EvalFiguresText(result.eval)));
     }
-    // The epoch it belongs to: the one in progress, or the last one finished.
-    if (restored_eval_step_ != step_) {
-      nlohmann::json eval_line = {{"step", step_},
-                                  {"epoch", cursor_ > 0 ? epoch_ + 1 : epoch_},
-                                  {"eval_loss", result.eval.loss},
-                                  {"eval_accuracy", result.eval.accuracy}};
-      AddEvalFigures(result.eval, &eval_line);
-      RM_RETURN_IF_ERROR(AppendMetrics(eval_line));
-    }
   }
   if (!saved_at_step) RM_RETURN_IF_ERROR(Checkpoint());
+  result.early_stopped = early_stopped_;
+  if (job_.train.load_best_model_at_end && !data_.eval.empty()) {
+    RM_RETURN_IF_ERROR(LoadBestModel(&result));
+  }
   RM_RETURN_IF_ERROR(Finish(train_seconds, &result));
   return result;
 }

@@ -1,6 +1,7 @@
 // The training loop, independent of the model and the device: the plan (epochs of global
 // batches, each rank's share of every global batch as `accumulation` micro-batches), the
-// learning-rate schedule, metrics and progress, evaluation after every epoch, sharded
+// learning-rate schedule, metrics and progress, evaluation (after every epoch or every N steps,
+// train.eval_strategy) with the best model and early stopping (train_loop_eval.cc), sharded
 // checkpoints and resume (the engine writes its state, the loop the position), stopping on
 // request (SIGTERM) with a checkpoint, divergence detection, and the final export. It drives a
 // StepEngine (step_engine.h), which holds the model and does the computing.
@@ -27,19 +28,12 @@
 #include "trainer/data/batcher.h"
 #include "trainer/data/tsv_row_index.h"
 #include "trainer/optim/lr_schedule.h"
+#include "trainer/train/best_model.h"
+#include "trainer/train/eval_metrics.h"
 #include "trainer/train/resume_policy.h"
 #include "trainer/train/step_engine.h"
 
 namespace ringmaster::trainer {
-
-struct EvalResult {
-  double loss = 0;
-  double accuracy = 0;  // classification only
-  int64_t examples = 0;
-  // run_glue's other figures where they apply (eval_metrics.h): F1 (binary) and Matthews
-  // correlation for classification, Pearson and Spearman for regression (num_labels 1).
-  std::optional<double> f1, matthews_correlation, pearson, spearmanr;
-};
 
 // The figures of `e` that apply, as metrics.jsonl keys (eval_f1, eval_matthews_correlation,
 // eval_pearson, eval_spearmanr, as the HF Trainer names them) added to `line`.
@@ -60,7 +54,11 @@ struct TrainResult {
   // an epoch end, else one run after the last step. examples == 0 without eval data; when
   // interrupted, the last evaluation before the stop, if any.
   EvalResult eval;
-  int64_t eval_step = 0;  // the step `eval` was taken at (== steps when not interrupted)
+  // The step `eval` was taken at: == steps when not interrupted, else (load_best_model_at_end)
+  // the best evaluation's step, whose weights were exported.
+  int64_t eval_step = 0;
+  bool best_model = false;  // final/ holds the best evaluation's weights (load_best_model_at_end)
+  bool early_stopped = false;  // early stopping ended training before the planned last step
   std::string export_dir;
   bool interrupted = false;  // stopped by a signal after checkpointing
   // The newest checkpoint is of the last step and final/ holds its export: nothing was trained.
@@ -142,6 +140,15 @@ class TrainLoop {
   absl::Status Checkpoint();
   // Evaluation split over the ranks; sums combined (collective).
   absl::StatusOr<EvalResult> EvaluateAll();
+  // Whether train.eval_strategy evaluates after the step just taken.
+  bool EvaluatesNow(bool epoch_end) const;
+  // EvaluateAll, then ranks the evaluation (best model, early stopping) with rank 0's verdict,
+  // which every rank adopts (collective), and appends it to metrics.jsonl as of `epoch` unless
+  // `record` is false. Sets result->eval and eval_step; *is_best says whether it is the best.
+  absl::Status EvaluateAndRank(int epoch, bool record, TrainResult* result, bool* is_best);
+  // train.load_best_model_at_end: loads the best evaluation's checkpoint into the engine, with
+  // its figures into *result (collective).
+  absl::Status LoadBestModel(TrainResult* result);
   // Export, the per-rank report, and the final barrier.
   absl::Status Finish(double train_seconds, TrainResult* result);
   bool leader() const { return world_.rank == 0; }
@@ -164,6 +171,9 @@ class TrainLoop {
   int64_t restored_eval_step_ = -1;
   EvalResult restored_eval_;
   std::string resumed_from_;  // the log line of the checkpoint resumed from; empty: none
+  // The best evaluation so far and the early-stopping count (recorded in checkpoints).
+  BestModelTracker best_;
+  bool early_stopped_ = false;  // early stopping ended training (recorded in checkpoints)
   // Position.
   int64_t step_ = 0;
   int64_t skipped_steps_ = 0;  // fp16 steps whose update was skipped (this run)
