@@ -67,6 +67,17 @@ RunSettings TrajectorySettings(const JobSpec& job) {
   s["data.train"] = FileWithSize(job.data.train);
   s["data.max_seq_len"] = Text(job.data.max_seq_len);
   s["data.shuffle"] = Bool(job.data.shuffle);
+  // How rows are read: which column is the text, the label, the second text, the label names and
+  // the file format. Recorded only when not at their defaults, so that checkpoints written
+  // before they were recorded (all of them at the defaults) still resume; a change from a
+  // default shows as "(not set) -> value".
+  const DataSpec& d = job.data;
+  const DataSpec defaults;
+  if (d.format != defaults.format) s["data.format"] = std::string(SettingName(d.format));
+  if (d.text_column != defaults.text_column) s["data.text_column"] = d.text_column;
+  if (d.label_column != defaults.label_column) s["data.label_column"] = d.label_column;
+  if (!d.text_pair_column.empty()) s["data.text_pair_column"] = d.text_pair_column;
+  if (!d.labels.empty()) s["data.labels"] = absl::StrCat("[", absl::StrJoin(d.labels, ", "), "]");
   const TrainSpec& t = job.train;
   // Only the length setting in force: max_steps > 0 makes epochs irrelevant.
   if (t.max_steps > 0) {
@@ -77,6 +88,11 @@ RunSettings TrajectorySettings(const JobSpec& job) {
   s["train.global_batch_size"] = Text(t.global_batch_size);
   s["train.lr"] = Text(t.lr);
   s["train.lr_schedule"] = std::string(SettingName(t.lr_schedule));
+  // Only polynomial decays to lr_end with lr_power; other schedules ignore them.
+  if (t.lr_schedule == LrScheduleKind::kPolynomial) {
+    s["train.lr_end"] = Text(t.lr_end);
+    s["train.lr_power"] = Text(t.lr_power);
+  }
   // Likewise warmup_steps > 0 wins over warmup_ratio.
   if (t.warmup_steps > 0) {
     s["train.warmup_steps"] = Text(t.warmup_steps);
@@ -88,6 +104,22 @@ RunSettings TrajectorySettings(const JobSpec& job) {
   s["train.adam_eps"] = Text(t.adam_eps);
   s["train.max_grad_norm"] = Text(t.max_grad_norm);
   s["train.seed"] = Text(t.seed);
+  // Early stopping decides where training ends, and load_best_model_at_end which weights are
+  // exported (and which checkpoint pruning keeps: switching it on in the middle of a run could
+  // find the best checkpoint pruned). With neither, evaluations change nothing that is trained.
+  if (t.early_stopping_patience > 0 || t.load_best_model_at_end) {
+    s["train.eval_strategy"] = std::string(SettingName(t.eval_strategy));
+    if (t.eval_strategy == EvalStrategy::kSteps) s["train.eval_steps"] = Text(t.eval_steps);
+    s["train.metric_for_best_model"] =
+        BestModelMetricName(t.metric_for_best_model.empty() ? "eval_loss" : t.metric_for_best_model)
+            .value_or(t.metric_for_best_model);
+    s["train.greater_is_better"] = Bool(GreaterIsBetter(t));
+  }
+  if (t.early_stopping_patience > 0) {
+    s["train.early_stopping_patience"] = Text(t.early_stopping_patience);
+    s["train.early_stopping_threshold"] = Text(t.early_stopping_threshold);
+  }
+  if (t.load_best_model_at_end) s["train.load_best_model_at_end"] = Bool(true);
   return s;
 }
 

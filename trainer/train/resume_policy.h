@@ -16,7 +16,10 @@
 // compression, backend. They change rounding (and which dropout mask a row draws), not what is
 // optimised; the coordinator also re-plans them per rank (precision and compression `auto`, the
 // world size of an elastic job) when it restarts a job, and resuming across them is a feature
-// (resharding, tests/dist_reshard.sh). Evaluation, output and logging settings are left out too.
+// (resharding, tests/dist_reshard.sh). Output and logging settings are left out too, and the
+// evaluation settings unless early stopping or load_best_model_at_end is on (then they decide
+// where training ends or what is exported). Settings added after checkpoints already existed
+// are recorded only away from their defaults (or where they apply), so those checkpoints resume.
 #pragma once
 
 #include <map>

@@ -54,6 +54,49 @@ TEST(ResumePolicyTest, KeysOnOneSideOnlyAreChangesToo) {
   EXPECT_EQ(FormatChanges(d), "train.epochs 3 -> (not set), train.max_steps (not set) -> 100");
 }
 
+// Keys added after checkpoints existed: absent at their defaults (old checkpoints resume), and
+// each change that matters is named.
+TEST(ResumePolicyTest, ScheduleDataAndBestModelKeys) {
+  const JobSpec a = SomeJob();
+  const RunSettings s = TrajectorySettings(a);
+  for (const char* absent :
+       {"train.lr_end", "train.lr_power", "data.format", "data.text_column", "data.label_column",
+        "data.text_pair_column", "data.labels", "train.eval_strategy", "train.eval_steps",
+        "train.metric_for_best_model", "train.early_stopping_patience",
+        "train.load_best_model_at_end"}) {
+    EXPECT_FALSE(s.contains(absent)) << absent;
+  }
+  JobSpec b = a;
+  b.train.lr_end = 1e-6;  // ignored by linear
+  b.train.eval_strategy = EvalStrategy::kSteps;
+  b.train.eval_steps = 5;  // evaluations alone change nothing trained
+  EXPECT_TRUE(DiffSettings(s, TrajectorySettings(b)).empty());
+  b.train.lr_schedule = LrScheduleKind::kPolynomial;
+  b.data.format = DataFormat::kCsv;
+  b.data.text_column = "review";
+  b.data.label_column = "stars";
+  b.data.text_pair_column = "hypothesis";
+  b.data.labels = {"neg", "pos"};
+  b.train.early_stopping_patience = 2;
+  EXPECT_EQ(FormatChanges(DiffSettings(s, TrajectorySettings(b))),
+            "data.format (not set) -> csv, data.label_column (not set) -> stars, data.labels "
+            "(not set) -> [neg, pos], data.text_column (not set) -> review, "
+            "data.text_pair_column (not set) -> hypothesis, train.early_stopping_patience (not "
+            "set) -> 2, train.early_stopping_threshold (not set) -> 0, train.eval_steps (not "
+            "set) -> 5, train.eval_strategy (not set) -> steps, train.greater_is_better (not "
+            "set) -> false, train.lr_end (not set) -> 1e-06, train.lr_power (not set) -> 1, "
+            "train.lr_schedule linear -> polynomial, train.metric_for_best_model (not set) -> "
+            "eval_loss");
+  JobSpec c = b;
+  c.train.metric_for_best_model = "accuracy";  // the same figure as eval_accuracy
+  JobSpec d = b;
+  d.train.metric_for_best_model = "eval_accuracy";
+  d.train.load_best_model_at_end = true;
+  EXPECT_EQ(FormatChanges(DiffSettings(TrajectorySettings(c), TrajectorySettings(d))),
+            "train.load_best_model_at_end (not set) -> true");
+  EXPECT_EQ(TrajectorySettings(c).at("train.greater_is_better"), "true");
+}
+
 TEST(ResumePolicyTest, TheRefusalIsOneMarkedLineNamingTheWaysOut) {
   const absl::Status s =
       SettingsChanged("/out/checkpoints/step-00000150", {{"train.lr", "0.001", "0.002"}});
