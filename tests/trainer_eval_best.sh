@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest-labels: integration
+# ctest-labels: integration;serial
 # Evaluation every N steps, the best model and early stopping (docs/trainer.md, "Evaluation,
 # best model, early stopping"), through the trainer binary:
 #  - train.eval_strategy steps: metrics.jsonl has an evaluation at every multiple of
@@ -8,10 +8,13 @@
 #    rules (patience, threshold), recomputed here from the file, before train.max_steps;
 #  - train.load_best_model_at_end: the best evaluation (recomputed from metrics.jsonl) is the
 #    one named as exported, its checkpoint survives keep_checkpoints 1, the printed figure names
-#    its step, and `predict` with final/ scores exactly that evaluation's accuracy.
+#    its step, and `predict` with final/ scores exactly that evaluation's accuracy;
+#  - two ranks (Gloo) agree: both stop at the step their evaluations imply and export the best.
 set -euo pipefail
 T=${TRAINER:?}
 PY=${RINGMASTER_PYTHON:-python3}
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib/ranks.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -68,7 +71,10 @@ PY
 # Early stopping: eval_loss, patience 5, threshold 0.05 (smaller improvements count as none),
 # evaluated every 4 steps of 120.
 job early "max_steps: 120, eval_strategy: steps, eval_steps: 4, early_stopping_patience: 5, early_stopping_threshold: 0.05" "checkpoint_every_steps: 0"
-"$PY" - "$work/out-early/metrics.jsonl" "$work/early.log" <<'PY' || fail "early stopping"
+# $1 = output dir, $2 = a log with the trainer's output, $3 = 1: some evaluation must have
+# reset the count (the single-rank run, whose trajectory this test was tuned on)
+check_early() {
+"$PY" - "$1/metrics.jsonl" "$2" "$3" <<'PY' || fail "early stopping ($1)"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 steps = [l["step"] for l in lines if "loss" in l]
@@ -89,7 +95,7 @@ for step, v in evals:
 assert stop is not None, f"the evaluations never exhaust the patience: {evals}"
 assert stop < 120, stop
 resets = sum(1 for i in range(1, len(evals)) if evals[i][1] < min(v for _, v in evals[:i]) - 0.05)
-assert resets >= 1, f"no evaluation reset the count before the stop: {evals}"
+assert resets >= 1 or sys.argv[3] != "1", f"no evaluation reset the count before the stop: {evals}"
 assert max(steps) == stop, f"trained to step {max(steps)}, early stopping says {stop}: {evals}"
 assert evals[-1][0] == stop, f"evaluations after the stop: {evals}"
 log = open(sys.argv[2]).read()
@@ -97,6 +103,8 @@ assert f"early stopping at step {stop} of 120" in log, log
 assert f"early stopping ended training at step {stop}" in log, log
 print(f"ok   early stopping at step {stop} of 120, as the evaluations imply: {evals}")
 PY
+}
+check_early "$work/out-early" "$work/early.log" 1
 
 # Run again, an early-stopped run is finished: nothing trained, metrics.jsonl unchanged.
 cp "$work/out-early/metrics.jsonl" "$work/early.metrics"
@@ -152,6 +160,29 @@ print(f"ok   best model: step {best_step} of {last} (eval_accuracy {best:.4f}; t
       f"{best_step}'s eval_loss {losses[best_step]:.5f}); its checkpoint kept with "
       f"keep_checkpoints 1: {sorted(os.listdir(f'{w}/out-best/checkpoints'))}")
 PY
+# Two ranks: every rank stops at the step rank 0's metrics.jsonl implies, and exports the best.
+for name in early best; do
+  sed "s/dir: out-$name,/dir: out-$name-2r,/" "$work/$name.yaml" >"$work/$name-2r.yaml"
+  launch_ranks 2 1 "$work/$name-2r.yaml" "$work/$name-2r"
+  wait_ranks || { cat "$work/$name-2r"-*.log; fail "$name on 2 ranks"; }
+done
+cat "$work/early-2r-0.log" "$work/early-2r-1.log" >"$work/early-2r.log"
+check_early "$work/out-early-2r" "$work/early-2r.log" 0
+"$PY" - "$work" <<'PY' || fail "2 ranks"
+import json, sys
+w = sys.argv[1]
+for name in ("early", "best"):
+    lines = [json.loads(l) for l in open(f"{w}/out-{name}-2r/metrics.jsonl")]
+    last = max(l["step"] for l in lines if "loss" in l)
+    ranks = [json.load(open(f"{w}/out-{name}-2r/ranks/rank-{r}.json"))["steps"] for r in (0, 1)]
+    assert ranks == [last, last], f"{name}: ranks ended at steps {ranks}, metrics.jsonl at {last}"
+evals = [(l["step"], l["eval_accuracy"]) for l in map(json.loads, open(f"{w}/out-best-2r/metrics.jsonl")) if "eval_loss" in l]
+best_step = max(evals, key=lambda e: (e[1], -e[0]))[0]
+named = [json.loads(l) for l in open(f"{w}/out-best-2r/metrics.jsonl") if "best_model_step" in l]
+assert named and named[-1]["best_model_step"] == best_step, (named, evals)
+print(f"ok   2 ranks: both end where metrics.jsonl does; best step {best_step} exported")
+PY
+
 # Run again, the finished run names the best model's step, not the last.
 "$T" train --config "$work/best.yaml" >"$work/best2.log" 2>&1 || { cat "$work/best2.log"; fail "rerun best"; }
 best_step=$("$PY" -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1]["best_model_step"])' "$work/out-best/metrics.jsonl")
