@@ -1,9 +1,10 @@
-"""Prints the learning rate transformers' scheduler gives at every step, one per line.
+"""Prints the learning rates transformers' schedulers give at every step.
 
-Usage: hf_lr_schedule.py KIND LR WARMUP TOTAL LR_END POWER
-KIND is linear, constant, cosine or polynomial (get_*_schedule_with_warmup, cosine with its
-default num_cycles 0.5). Prints steps 0..TOTAL: the LR before the first scheduler step, then
-after each one, with repr() so no digit is lost.
+Reads one schedule a line on stdin: KIND LR WARMUP TOTAL LR_END POWER, KIND one of linear,
+constant, cosine, polynomial (get_*_schedule_with_warmup, cosine with its default num_cycles
+0.5). For each, prints one line: the LR of steps 0..TOTAL (before the first scheduler step, then
+after each one), space-separated, with repr() so no digit is lost. One process for all
+schedules: importing torch dominates the time.
 """
 import sys
 
@@ -13,9 +14,7 @@ from transformers import (get_constant_schedule_with_warmup, get_cosine_schedule
                           get_polynomial_decay_schedule_with_warmup)
 
 
-def main():
-    kind, lr, warmup, total, lr_end, power = sys.argv[1:7]
-    lr, warmup, total = float(lr), int(warmup), int(total)
+def lrs(kind, lr, warmup, total, lr_end, power):
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
     if kind == "linear":
         sched = get_linear_schedule_with_warmup(opt, warmup, total)
@@ -24,14 +23,25 @@ def main():
     elif kind == "cosine":
         sched = get_cosine_schedule_with_warmup(opt, warmup, total)
     elif kind == "polynomial":
-        sched = get_polynomial_decay_schedule_with_warmup(opt, warmup, total,
-                                                          lr_end=float(lr_end), power=float(power))
+        sched = get_polynomial_decay_schedule_with_warmup(opt, warmup, total, lr_end=lr_end,
+                                                          power=power)
     else:
         raise SystemExit(f"unknown schedule {kind}")
+    out = []
     for _ in range(total + 1):
-        print(repr(sched.get_last_lr()[0]))
+        out.append(repr(sched.get_last_lr()[0]))
         opt.step()
         sched.step()
+    return out
+
+
+def main():
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        kind, lr, warmup, total, lr_end, power = line.split()
+        print(" ".join(lrs(kind, float(lr), int(warmup), int(total), float(lr_end),
+                           float(power))))
 
 
 if __name__ == "__main__":

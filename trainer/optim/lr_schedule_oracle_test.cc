@@ -3,16 +3,19 @@
 // hf_lr_schedule.py), for short schedules with and without warmup. Skips without
 // torch/transformers.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "trainer/optim/lr_schedule.h"
 
 namespace ringmaster::trainer {
@@ -27,24 +30,38 @@ bool HavePython() {
              (std::string(py) + " -c 'import torch, transformers' >/dev/null 2>&1").c_str()) == 0;
 }
 
-// The LRs transformers gives for steps 0..total.
-std::vector<double> HfLrs(const LrSchedule& s) {
-  const std::string cmd = absl::StrCat(
-      std::getenv("RINGMASTER_PYTHON"), " ", std::getenv("RINGMASTER_SOURCE_DIR"),
-      "/tests/oracle/hf_lr_schedule.py ", std::string(jobspec::SettingName(s.kind)), " ",
-      absl::StrFormat("%.17g %d %d %.17g %.17g", s.base_lr, s.warmup_steps, s.total_steps, s.lr_end,
-                      s.power));
-  std::vector<double> out;
+// The LRs transformers gives for steps 0..total of each schedule, from one python process
+// (the schedules go in a file, one a line).
+std::vector<std::vector<double>> HfLrs(const std::vector<LrSchedule>& schedules) {
+  const std::string in = absl::StrCat(::testing::TempDir(), "lr_schedules_", ::getpid(), ".txt");
+  {
+    std::ofstream f(in);
+    for (const LrSchedule& s : schedules) {
+      f << absl::StrFormat("%s %.17g %d %d %.17g %.17g\n",
+                           std::string(jobspec::SettingName(s.kind)), s.base_lr, s.warmup_steps,
+                           s.total_steps, s.lr_end, s.power);
+    }
+  }
+  const std::string cmd =
+      absl::StrCat(std::getenv("RINGMASTER_PYTHON"), " ", std::getenv("RINGMASTER_SOURCE_DIR"),
+                   "/tests/oracle/hf_lr_schedule.py < ", in);
+  std::vector<std::vector<double>> out;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return out;
-  char buf[128];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) {
-    double v = 0;
-    std::string line(buf);
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-    if (absl::SimpleAtod(line, &v)) out.push_back(v);
-  }
+  std::string text;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
   EXPECT_EQ(::pclose(p), 0) << cmd;
+  std::remove(in.c_str());
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<double>& lrs = out.emplace_back();
+    for (absl::string_view word : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      double v = 0;
+      EXPECT_TRUE(absl::SimpleAtod(word, &v)) << word;
+      lrs.push_back(v);
+    }
+  }
   return out;
 }
 
@@ -65,6 +82,7 @@ TEST(LrScheduleOracle, EveryStepMatchesTransformers) {
       {LrScheduleKind::kPolynomial, 1e-3, 4, 19, 1e-5, 2.0},
       {LrScheduleKind::kPolynomial, 3e-4, 2, 9, 0.0, 0.5},
   };
+  std::vector<LrSchedule> schedules;
   for (const Case& c : cases) {
     LrSchedule s;
     s.kind = c.kind;
@@ -73,16 +91,21 @@ TEST(LrScheduleOracle, EveryStepMatchesTransformers) {
     s.total_steps = c.total;
     s.lr_end = c.lr_end;
     s.power = c.power;
-    const std::string what =
-        absl::StrCat(std::string(jobspec::SettingName(c.kind)), " lr ", c.lr, " warmup ", c.warmup,
-                     " total ", c.total, " lr_end ", c.lr_end, " power ", c.power);
-    const std::vector<double> hf = HfLrs(s);
-    ASSERT_EQ(hf.size(), static_cast<size_t>(c.total + 1)) << what;
+    schedules.push_back(s);
+  }
+  const std::vector<std::vector<double>> hf = HfLrs(schedules);
+  ASSERT_EQ(hf.size(), schedules.size());
+  for (size_t i = 0; i < schedules.size(); ++i) {
+    const LrSchedule& s = schedules[i];
+    const std::string what = absl::StrCat(std::string(jobspec::SettingName(s.kind)), " lr ",
+                                          s.base_lr, " warmup ", s.warmup_steps, " total ",
+                                          s.total_steps, " lr_end ", s.lr_end, " power ", s.power);
+    ASSERT_EQ(hf[i].size(), static_cast<size_t>(s.total_steps + 1)) << what;
     bool moves = false;
-    for (int64_t step = 0; step <= c.total; ++step) {
-      const double ours = s.LrAt(step), theirs = hf[static_cast<size_t>(step)];
-      EXPECT_NEAR(ours, theirs, 1e-12 * c.lr) << what << ", step " << step;
-      if (step > 0 && theirs != hf[static_cast<size_t>(step) - 1]) moves = true;
+    for (int64_t step = 0; step <= s.total_steps; ++step) {
+      const double theirs = hf[i][static_cast<size_t>(step)];
+      EXPECT_NEAR(s.LrAt(step), theirs, 1e-12 * s.base_lr) << what << ", step " << step;
+      if (step > 0 && theirs != hf[i][static_cast<size_t>(step) - 1]) moves = true;
     }
     EXPECT_TRUE(moves) << what << ": the schedule never changed the LR";
   }
