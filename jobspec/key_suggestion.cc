@@ -18,6 +18,7 @@ constexpr std::pair<std::string_view, std::string_view> kForeignNames[] = {
     {"batch_size", "train.global_batch_size"},
     {"per_device_eval_batch_size", "train.eval_batch_size"},
     {"lr_scheduler_type", "train.lr_schedule"},
+    {"evaluation_strategy", "train.eval_strategy"},  // transformers before 4.41
     {"adam_epsilon", "train.adam_eps"},
     {"logging_steps", "train.log_every_steps"},
     {"resume_from_checkpoint", "train.resume"},

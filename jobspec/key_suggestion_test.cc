@@ -21,6 +21,8 @@ TEST(SuggestJobKeyTest, ForeignNamesMapToOurs) {
   EXPECT_EQ(SuggestJobKey("train.per_device_train_batch_size", Known()), "train.micro_batch_size");
   EXPECT_EQ(SuggestJobKey("data.max_seq_length", Known()), "data.max_seq_len");
   EXPECT_EQ(SuggestJobKey("distributed.nproc_per_node", Known()), "distributed.procs_per_node");
+  EXPECT_EQ(SuggestJobKey("train.evaluation_strategy", Known()), "train.eval_strategy");
+  EXPECT_EQ(SuggestJobKey("train.lr_scheduler_type", Known()), "train.lr_schedule");
 }
 
 TEST(SuggestJobKeyTest, MisplacedKeysAndTypos) {
