@@ -3,7 +3,8 @@
 # Evaluation every N steps, the best model and early stopping (docs/trainer.md, "Evaluation,
 # best model, early stopping"), through the trainer binary:
 #  - train.eval_strategy steps: metrics.jsonl has an evaluation at every multiple of
-#    train.eval_steps and at the last step (the final weights), and at no other step;
+#    train.eval_steps and at the last step (the final weights), and at no other step; with
+#    `no`, at the last step only;
 #  - early stopping: training ends at the step the evaluations in metrics.jsonl imply under HF's
 #    rules (patience, threshold), recomputed here from the file, before train.max_steps;
 #  - train.load_best_model_at_end: the best evaluation (recomputed from metrics.jsonl) is the
@@ -66,6 +67,15 @@ assert last == 45, last
 want = sorted({s for s in steps if s % 7 == 0} | {last})
 assert evals == want, f"evaluations at {evals}, want {want}"
 print(f"ok   eval_steps 7 over {last} steps: evaluations at {evals}")
+PY
+
+# eval_strategy no: only the final weights are evaluated (none at the epoch ends 20 and 40).
+job none "max_steps: 45, eval_strategy: no" "checkpoint_every_steps: 0"
+"$PY" - "$work/out-none/metrics.jsonl" <<'PY' || fail "eval_strategy no"
+import json, sys
+evals = [l["step"] for l in map(json.loads, open(sys.argv[1])) if "eval_loss" in l]
+assert evals == [45], f"evaluations at {evals}, want only the final weights' at 45"
+print(f"ok   eval_strategy no: evaluations at {evals}")
 PY
 
 # Early stopping: eval_loss, patience 5, threshold 0.05 (smaller improvements count as none),
