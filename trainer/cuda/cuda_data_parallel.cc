@@ -14,9 +14,12 @@
 namespace ringmaster::trainer::cuda {
 namespace {
 
-// Pooled buffers allocated up front: the most that are in use at once without prefetching (the
-// head kept between forward and backward, the unit being computed, one unit's gradients).
-constexpr int kInitialPool = 3;
+// Pooled buffers allocated up front: the most in use at once (the head kept between forward
+// and backward, the unit being computed, its gradients, the unit prefetched for backward).
+constexpr int kInitialPool = 4;
+// Buffers the pool may add beyond those rather than make compute wait for communication still
+// reading a free one (gradients whose reduction is in flight).
+constexpr int kInFlightPool = 2;
 
 // Bytes a ring all-reduce of `floats` sends from each of g ranks: 2(g-1)/g of them.
 uint64_t AllReduceBytes(size_t floats, int g) {
@@ -166,6 +169,8 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
   }
   const size_t U = dp->parts_.units.size();
   dp->gathered_.assign(U, nullptr);
+  dp->prefetched_.assign(U, false);
+  dp->ready_.assign(U, nullptr);
   dp->unit_grads_.assign(U, nullptr);
   if (sharding != Sharding::kNoShard) {
     std::vector<float*> warm;
@@ -186,6 +191,9 @@ CudaDataParallel::~CudaDataParallel() {
     cudaStreamDestroy(comm_stream_);
   }
   for (cudaEvent_t e : {to_comm_, to_compute_}) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+  for (cudaEvent_t e : ready_) {
     if (e != nullptr) cudaEventDestroy(e);
   }
   for (void* p :
@@ -250,7 +258,8 @@ absl::StatusOr<float*> CudaDataParallel::Take() {
   const bool comm = cur_ != stream_;
   auto it = std::find_if(pool_.begin(), pool_.end(),
                          [&](const auto& b) { return comm || b.second <= joined_; });
-  if (it == pool_.end() && !pool_.empty()) {
+  if (it == pool_.end() && !pool_.empty() &&
+      all_pooled_.size() >= static_cast<size_t>(kInitialPool + kInFlightPool)) {
     RM_RETURN_IF_ERROR(Join());
     it = pool_.begin();
   }
@@ -405,20 +414,56 @@ absl::Status CudaDataParallel::AllReduceGrads(Communicator& comm, float* data, s
 const float* CudaDataParallel::AcquireParams(int unit) {
   const UnitShard& u = parts_.units[unit];
   if (!sharded_params()) return full_params_ + u.begin;
-  if (gathered_[unit] != nullptr) return gathered_[unit];  // the head, kept for backward
-  {
-    CommPhase phase(this);
-    absl::StatusOr<float*> buf = Take();
-    if (!buf.ok()) {
-      // The pass cannot stop here: it runs on in the spare buffer and the step reports this.
-      Fail(buf.status());
-      return spare_;
+  if (gathered_[unit] != nullptr) {
+    // The head kept for backward, or a unit prefetched: its gather must be done first.
+    if (prefetched_[unit]) {
+      prefetched_[unit] = false;
+      if (cudaError_t e = cudaStreamWaitEvent(stream_, ready_[unit], 0); e != cudaSuccess) {
+        Fail(CudaStatus(e, "cudaStreamWaitEvent", __FILE__, __LINE__));
+      }
     }
-    gathered_[unit] = *buf;
-    if (absl::Status s = GatherUnit(unit, *buf); !s.ok()) Fail(s);
+  } else {
+    {
+      CommPhase phase(this);
+      absl::StatusOr<float*> buf = Take();
+      if (!buf.ok()) {
+        // The pass cannot stop here: it runs on in the spare buffer and the step reports this.
+        Fail(buf.status());
+        return spare_;
+      }
+      gathered_[unit] = *buf;
+      if (absl::Status s = GatherUnit(unit, *buf); !s.ok()) Fail(s);
+    }
+    if (absl::Status s = Join(); !s.ok()) Fail(s);  // the compute reads the unit next
   }
-  if (absl::Status s = Join(); !s.ok()) Fail(s);  // the compute reads the unit next
+  // Backward takes the units in reverse: gather the next one while this one computes (FSDP's
+  // backward prefetch), so its gather does not wait behind this unit's gradient reduction.
+  if (training_ && backward_ && unit > 0) Prefetch(unit - 1);
   return gathered_[unit];
+}
+
+void CudaDataParallel::Prefetch(int unit) {
+  if (gathered_[unit] != nullptr) return;
+  if (ready_[unit] == nullptr) {
+    if (cudaError_t e = cudaEventCreateWithFlags(&ready_[unit], cudaEventDisableTiming);
+        e != cudaSuccess) {
+      Fail(CudaStatus(e, "cudaEventCreateWithFlags", __FILE__, __LINE__));
+      return;
+    }
+  }
+  CommPhase phase(this);
+  absl::StatusOr<float*> buf = Take();
+  if (!buf.ok()) {
+    Fail(buf.status());
+    return;
+  }
+  gathered_[unit] = *buf;
+  prefetched_[unit] = true;
+  absl::Status s = GatherUnit(unit, *buf);
+  if (cudaError_t e = cudaEventRecord(ready_[unit], cur_); s.ok() && e != cudaSuccess) {
+    s = CudaStatus(e, "cudaEventRecord", __FILE__, __LINE__);
+  }
+  if (!s.ok()) Fail(s);
 }
 
 void CudaDataParallel::ReleaseParams(int unit) {

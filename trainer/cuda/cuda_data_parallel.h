@@ -38,8 +38,9 @@
 // The host never waits for a collective it issues: their Works are kept and settled (waited for,
 // errors surfaced) at the step's reduction and the other host synchronisation points. Checked under
 // the emulator's lazy streams (docs/cuda.md), which run a stream's work only when something waits
-// for it, so a missing wait gives wrong gradients there. Not overlapped yet: full_shard's
-// gathers (no prefetch: a unit is gathered when acquired, and the compute stream waits for it).
+// for it, so a missing wait gives wrong gradients there. In backward, full_shard and
+// hybrid_shard gather the next unit while the current one computes (FSDP's backward prefetch:
+// one more pooled buffer in use); forward gathers each unit when acquired.
 //
 // Errors inside a pass (UnitAccess cannot return one) are kept: status() and the next
 // reduction report the first.
@@ -188,6 +189,7 @@ class CudaDataParallel : public UnitAccess<float> {
   absl::StatusOr<float*> Take();   // a pooled buffer of max_padded_ floats
   void Give(float* p);             // back to the pool (stream order keeps reuse safe)
   absl::Status GatherUnit(int unit, float* out);  // all-gather unit's shards into `out` (padded)
+  void Prefetch(int unit);  // gathers `unit` on the communication stream ahead of its use
   absl::Status ReduceScatterInto(int unit, const float* padded, float* out);
   // shard_grad_op: all-gathers every unit's shard into the full parameters (collective).
   absl::Status PublishShards();
@@ -243,6 +245,10 @@ class CudaDataParallel : public UnitAccess<float> {
   std::vector<std::pair<float*, uint64_t>> pool_;
   std::vector<float*> all_pooled_;
   std::vector<float*> gathered_, unit_grads_;  // per unit: pooled buffers in use
+  // Backward prefetch (full_shard, hybrid_shard): a unit gathered ahead on the communication
+  // stream, and the event its gather recorded there, which the compute stream waits for.
+  std::vector<bool> prefetched_;
+  std::vector<cudaEvent_t> ready_;
   std::vector<std::shared_ptr<Work>> pending_;
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> comm_events_;
   size_t comm_events_used_ = 0;
