@@ -54,7 +54,7 @@ grep -q "image: $coord_image\$" "$ROOT/k8s/coordinator-statefulset.yaml" ||
   fail "k8s/coordinator-statefulset.yaml does not run $coord_image"
 grep -q 'printf "%s-cpu" .ctx.Chart.AppVersion' "$ROOT/helm/ringmaster/templates/_helpers.tpl" ||
   fail "the chart's CPU agent image is no longer <appVersion>-cpu"
-grep -A1 '^  cpuAgent:' "$ROOT/helm/ringmaster/values.yaml" | grep -q 'repository: ringmaster/agent$' ||
+grep -A1 '^  cpuAgent:' "$ROOT/helm/ringmaster/values.yaml" | grep 'repository: ringmaster/agent$' >/dev/null ||
   fail "the chart's images.cpuAgent.repository is not ringmaster/agent"
 
 read -r -a run_flags <<<"$("$ROOT/scripts/build-images.sh" --run-flags)"
@@ -133,7 +133,8 @@ cli() {  # the CLI in its own container, with the client certificate and the sub
     --entrypoint /usr/local/bin/ringmaster "$coord_image" "$@"
 }
 wait_until 60 "the coordinator container to answer the CLI" cli nodes || fail "no coordinator"
-podman logs "ringmaster-coordinator-$id" 2>&1 | grep -q "mutual TLS, join token required, submit token required" ||
+coord_logged() { grep -q "$1" <<<"$(podman logs "ringmaster-coordinator-$id" 2>&1)"; }
+coord_logged "mutual TLS, join token required, submit token required" ||
   fail "the coordinator container does not run mutual TLS with both tokens"
 
 # ---- two agents: the manifests' flags
@@ -168,8 +169,10 @@ chown -R 10001:10001 "$work/shared"
 job=$(cli submit /shared/out.yaml) || fail "submit from the CLI container"
 field() { cli status "$job" 2>/dev/null | sed -n "s/^$1: *//p"; }
 committed_at() { committed_at_least "$work/shared/out" "$1"; }
-wait_until 180 "a checkpoint at step 8" committed_at 8 || fail "no progress"
-[[ $(field phase) == Running ]] || fail "job $job is $(field phase) before the kill"
+ended() { [[ $(field phase) =~ Succeeded|Failed|Cancelled ]]; }
+progress_or_end() { committed_at 8 || ended; }
+wait_until 180 "a checkpoint at step 8" progress_or_end || fail "no progress"
+[[ $(field phase) == Running ]] || { cli status "$job" || true; fail "job $job is $(field phase) before the kill"; }
 c1=$(committed_step "$work/shared/out")
 podman kill -s KILL "ringmaster-agent-b-$id" >/dev/null
 echo "killed agent b's container at committed step $c1 ($((SECONDS - start)) s)"
@@ -178,18 +181,19 @@ running_gen1() { [[ $(field phase) == Running && $(field generation) -ge 1 ]]; }
 wait_until 120 "generation 1 running" running_gen1 || { cli status "$job" || true; fail "no restart after the kill"; }
 check_resumed "$job" 1 "$c1"
 ((RJ_FAIL == 0)) || fail "generation 1 did not resume from the newest checkpoint"
-ended() { [[ $(field phase) =~ Succeeded|Failed|Cancelled ]]; }
 wait_until 300 "job $job to end" ended || fail "job $job did not end"
 [[ $(field phase) == Succeeded ]] || { cli status "$job" || true; fail "job $job did not succeed"; }
 (($(committed_step "$work/shared/out") == steps)) ||
   fail "the last checkpoint under /shared/out is not step $steps"
-podman logs "ringmaster-coordinator-$id" 2>&1 | grep -q "job $job: generation 1 running 2 ranks on 2 nodes" ||
+coord_logged "job $job: generation 1 running 2 ranks on 2 nodes" ||
   fail "the coordinator did not run generation 1 on both nodes"
 echo "job $job: Succeeded, generation 1 on both nodes after the kill, $(field restarts) restarts ($((SECONDS - start)) s)"
 
 # ---- /metrics from the containers, as Prometheus scrapes them
 metric_value() {  # URL SERIES: the value of the sample whose name and labels start with SERIES
-  curl -sf --max-time 10 "$1" | awk -v s="$2" 'index($0, s) == 1 {print $NF; exit}'
+  local page
+  page=$(curl -sf --max-time 10 "$1") || { echo "FAIL: no /metrics at $1" >&2; return 0; }
+  awk -v s="$2" 'index($0, s) == 1 && !found {print $NF; found = 1}' <<<"$page"
 }
 v=$(metric_value "http://$coord_ip:9400/metrics" 'ringmaster_jobs{phase="succeeded"}')
 [[ $v == 1 ]] || fail "coordinator /metrics: ringmaster_jobs{phase=\"succeeded\"} is '$v', not 1"
