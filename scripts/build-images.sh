@@ -125,7 +125,7 @@ for b in "$coord_bin" "$agent_bin" "$cli_bin" "$trainer_bin"; do
   [[ -x $b ]] || die "$b is not built (ninja -C $BUILD ringmaster-coordinator ringmaster-agent ringmaster ringmaster-trainer)"
 done
 for b in "$agent_bin" "$trainer_bin"; do
-  if ldd "$b" | grep -qE 'lib(cudart|cublas|nccl|cuda)\.so'; then
+  if grep -qE 'lib(cudart|cublas|nccl|cuda)\.so' <<<"$(ldd "$b")"; then
     die "$b links the CUDA runtime; the CPU agent image needs a build configured with -DRINGMASTER_CUDA=OFF"
   fi
 done
@@ -175,10 +175,12 @@ EOF
   tar --numeric-owner -C "$rootfs" -cf "$base_tar.tmp" .
   mv "$base_tar.tmp" "$base_tar"
   rm -rf "$rootfs"
-  podman rmi -f "$base_image" >/dev/null 2>&1 || true
 fi
+old_base=""
 if ! podman image exists "$base_image" || [[ $base_tar -nt $cache/base-imported ]]; then
-  podman import --change 'CMD ["/bin/bash"]' "$base_tar" "$base_image" >/dev/null
+  # The base this one replaces is removed once the images no longer build on it (below).
+  old_base=$(podman image inspect --format '{{.Id}}' "$base_image" 2>/dev/null || true)
+  podman import -q --change 'CMD ["/bin/bash"]' "$base_tar" "$base_image" >/dev/null
   touch "$cache/base-imported"
 fi
 note "base $base_image ready ($((SECONDS - start)) s)"
@@ -214,8 +216,14 @@ COPY bin/ /usr/local/bin/
 $tail
 EOF
   note "building $tag: $(wc -l <"$ctx/packages.txt") runtime packages"
+  local old
+  old=$(podman image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
   podman build --layers=false -t "$tag" -f "$ctx/Containerfile" "$ctx" >"$ctx/build.log" 2>&1 ||
     { tail -n 30 "$ctx/build.log" >&2; die "podman build of $tag failed (log: $ctx/build.log)"; }
+  # The image this one replaces, now untagged (kept if a container still uses it).
+  if [[ -n $old && $old != $(podman image inspect --format '{{.Id}}' "$tag") ]]; then
+    podman rmi "$old" >/dev/null 2>&1 || true
+  fi
 }
 
 coord_tag=ringmaster/coordinator:$version
@@ -258,6 +266,7 @@ CMD ["--help"]
 EOF
 )" "$agent_bin" "$trainer_bin" "$cli_bin"
 
+[[ -n $old_base ]] && { podman rmi "$old_base" >/dev/null 2>&1 || true; }
 for tag in "$coord_tag" "$agent_tag"; do
   note "$tag: $(podman image inspect --format '{{.Size}}' "$tag" | awk '{printf "%.0f MB", $1 / 1e6}')"
 done

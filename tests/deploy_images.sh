@@ -10,8 +10,9 @@
 # on both nodes, resume from a checkpoint no older than the newest committed before the kill, and
 # the job must succeed. Each container's /metrics must then answer with the series the scrape
 # jobs expect (the coordinator's job counts, the agents' connection and rank starts).
-# Also checked: the images the manifests name exist and run as uid 10001, and the CPU agent image
-# holds no CUDA library.
+# Also checked: the images the manifests name exist and run as uid 10001, the coordinator image's
+# entrypoint and command are docker/coordinator.Dockerfile's, and the CPU agent image holds no
+# CUDA library.
 #
 # Skips (77) unless podman works here and both images are built: building them takes minutes
 # (docs/operations.md, "Images built with podman"), which the default test run does not spend.
@@ -72,6 +73,13 @@ trap cleanup EXIT
 # ---- image contents: non-root, binaries resolve their libraries, no CUDA in the CPU agent
 for i in "$coord_image" "$agent_image"; do
   [[ $(podman image inspect --format '{{.Config.User}}' "$i") == 10001:10001 ]] || fail "$i does not run as 10001"
+done
+# The coordinator image starts as docker/coordinator.Dockerfile's does (entrypoint, command).
+for field in Entrypoint Cmd; do
+  want=$(awk -v k="${field^^}" '$1 == k {f = 1} f {sub(/\\$/, ""); printf "%s", $0} f && /\]$/ {exit}' \
+    "$ROOT/docker/coordinator.Dockerfile" | sed 's/^[A-Z]* //' | tr -d ' ')
+  got=$(podman image inspect --format "{{json .Config.$field}}" "$coord_image")
+  [[ -n $want && $got == "$want" ]] || fail "$coord_image's $field $got is not the Dockerfile's $want"
 done
 podman run --rm "${run_flags[@]}" --network none --entrypoint /usr/local/bin/ringmaster-coordinator \
   "$coord_image" --version >/dev/null || fail "the coordinator in $coord_image does not start"
