@@ -190,6 +190,8 @@ note "base $base_image ready ($((SECONDS - start)) s)"
 # copies), packages.txt (runtime-packages.sh on the unstripped binaries) and extra_files
 # (SOURCE:NAME, copied to the context's top, executable).
 extra_files=()
+# binaries_id BINARY...: a digest of the unstripped binaries (the label the test compares).
+binaries_id() { cat "$@" | sha256sum | cut -c1-16; }
 build_image() {
   local tag=$1 tail=$2 ctx
   shift 2
@@ -202,8 +204,12 @@ build_image() {
   for b in "$@"; do strip --strip-unneeded -o "$ctx/bin/$(basename "$b")" "$b"; done
   for b in "${extra_files[@]}"; do install -m 0755 "${b%%:*}" "$ctx/${b#*:}"; done
   extra_files=()
+  # Which build the image holds: tests/deploy_images.sh runs only images of the build under test.
+  local built_from
+  built_from=$(binaries_id "$@")
   cat >"$ctx/Containerfile" <<EOF
 FROM $base_image
+LABEL org.ringmaster.binaries=$built_from
 COPY packages.txt /tmp/packages.txt
 RUN apt-get update \\
  && xargs -a /tmp/packages.txt apt-get install -y --no-install-recommends \\

@@ -49,6 +49,14 @@ agent_image=ringmaster/agent:$version-cpu
 for i in "$coord_image" "$agent_image"; do
   podman image exists "$i" || skip "image $i not built (scripts/build-images.sh; minutes)"
 done
+# Only images of the build under test: older images would test older code.
+bin=${RINGMASTER_BINARY_DIR:-$ROOT/build}
+built_from() { podman image inspect --format '{{index .Labels "org.ringmaster.binaries"}}' "$1"; }
+want_coord=$(cat "$bin/coordinator/ringmaster-coordinator" "$bin/cli/ringmaster" | sha256sum | cut -c1-16)
+want_agent=$(cat "$bin/agent/ringmaster-agent" "$bin/trainer/ringmaster-trainer" "$bin/cli/ringmaster" |
+  sha256sum | cut -c1-16)
+[[ $(built_from "$coord_image") == "$want_coord" && $(built_from "$agent_image") == "$want_agent" ]] ||
+  skip "the images were not built from $bin's binaries (scripts/build-images.sh $bin)"
 
 # The names the manifests use are the names built.
 grep -q "image: $coord_image\$" "$ROOT/k8s/coordinator-statefulset.yaml" ||
