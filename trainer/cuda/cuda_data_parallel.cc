@@ -15,7 +15,7 @@ namespace ringmaster::trainer::cuda {
 namespace {
 
 // Pooled buffers allocated up front: the most in use at once (the head kept between forward
-// and backward, the unit being computed, its gradients, the unit prefetched for backward).
+// and backward, the unit being computed, its gradients, the unit prefetched).
 constexpr int kInitialPool = 4;
 // Buffers the pool may add beyond those rather than make compute wait for communication still
 // reading a free one (gradients whose reduction is in flight).
@@ -436,9 +436,13 @@ const float* CudaDataParallel::AcquireParams(int unit) {
     }
     if (absl::Status s = Join(); !s.ok()) Fail(s);  // the compute reads the unit next
   }
-  // Backward takes the units in reverse: gather the next one while this one computes (FSDP's
-  // backward prefetch), so its gather does not wait behind this unit's gradient reduction.
-  if (training_ && backward_ && unit > 0) Prefetch(unit - 1);
+  // Gather the next unit while this one computes (FSDP's forward and backward prefetch): in
+  // backward (units in reverse) its gather then does not wait behind this unit's reduction.
+  if (backward_) {
+    if (training_ && unit > 0) Prefetch(unit - 1);
+  } else if (unit + 1 < static_cast<int>(parts_.units.size())) {
+    Prefetch(unit + 1);
+  }
   return gathered_[unit];
 }
 

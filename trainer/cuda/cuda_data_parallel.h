@@ -38,9 +38,9 @@
 // The host never waits for a collective it issues: their Works are kept and settled (waited for,
 // errors surfaced) at the step's reduction and the other host synchronisation points. Checked under
 // the emulator's lazy streams (docs/cuda.md), which run a stream's work only when something waits
-// for it, so a missing wait gives wrong gradients there. In backward, full_shard and
-// hybrid_shard gather the next unit while the current one computes (FSDP's backward prefetch:
-// one more pooled buffer in use); forward gathers each unit when acquired.
+// for it, so a missing wait gives wrong gradients there. full_shard and hybrid_shard gather the
+// next unit while the current one computes, in forward and in backward (FSDP's prefetch: one
+// more pooled buffer in use).
 //
 // Errors inside a pass (UnitAccess cannot return one) are kept: status() and the next
 // reduction report the first.
@@ -245,8 +245,8 @@ class CudaDataParallel : public UnitAccess<float> {
   std::vector<std::pair<float*, uint64_t>> pool_;
   std::vector<float*> all_pooled_;
   std::vector<float*> gathered_, unit_grads_;  // per unit: pooled buffers in use
-  // Backward prefetch (full_shard, hybrid_shard): a unit gathered ahead on the communication
-  // stream, and the event its gather recorded there, which the compute stream waits for.
+  // Prefetch (full_shard, hybrid_shard): a unit gathered ahead on the communication stream, and
+  // the event its gather recorded there, which the compute stream waits for.
   std::vector<bool> prefetched_;
   std::vector<cudaEvent_t> ready_;
   std::vector<std::shared_ptr<Work>> pending_;
