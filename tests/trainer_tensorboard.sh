@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# ctest-labels: integration
+# TensorBoard events beside metrics.jsonl, read back with the tensorboard package's own reader
+# (tests/lib/check_tensorboard.py): every metrics.jsonl figure at its step under the HF Trainer's
+# tag. A run resumed from a step-8 checkpoint after the first run reached step 20 adds a second
+# file, and TensorBoard shows each step once, with this run's figures. train.resume: never
+# starts runs/ over; output.tensorboard: false writes none; output.tensorboard_dir moves them;
+# a runs/ planted as a link elsewhere is a warning and training finishes, writing nothing there.
+set -euo pipefail
+T=${TRAINER:?}
+py=${RINGMASTER_PYTHON:-python3}
+"$py" -c 'import tensorboard' 2>/dev/null ||
+  { echo "SKIP: the tensorboard package is not installed in $py (scripts/setup.sh installs it)"; exit 77; }
+check="$RINGMASTER_SOURCE_DIR/tests/lib/check_tensorboard.py"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$T" gen-data --out "$work/data" --train 160 --dev 40 --seed 3
+
+write_job() {  # $1 = output dir name, $2 = extra output keys
+  cat >"$work/job_$1.yaml" <<YAML
+name: tensorboard-test
+model:
+  config: {hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 64,
+           max_position_embeddings: 64}
+  vocab: data/vocab.txt
+data: {train: data/train.tsv, eval: data/dev.tsv, max_seq_len: 32, shuffle: true}
+train: {epochs: 2, global_batch_size: 16, micro_batch_size: 16, lr: 1.0e-3, warmup_ratio: 0.1,
+        seed: 5}
+output: {dir: $1, checkpoint_every_steps: 4, keep_checkpoints: 10$2}
+YAML
+  echo "$work/job_$1.yaml"
+}
+
+# 160 rows / 16 = 10 steps an epoch, 2 epochs: evaluations at steps 10 and 20.
+"$T" train --config "$(write_job a "")" >/dev/null 2>"$work/a.log"
+grep -q "TensorBoard events: $work/a/runs/events.out.tfevents" "$work/a.log" ||
+  { echo "no TensorBoard line in the log"; cat "$work/a.log"; exit 1; }
+[[ $(grep -c '"loss"' "$work/a/metrics.jsonl") -eq 20 ]] || { echo "expected 20 steps"; exit 1; }
+"$py" "$check" "$work/a" "$work/a/runs" 1
+
+# Resume from step 8: the copied runs/ holds steps 1..20 of run a; the new file redoes 9..20.
+cp -r "$work/a" "$work/c"
+rm -rf "$work/c/final" "$work/c/checkpoints/step-000000"{12,16,20}
+"$T" train --config "$(write_job c "")" >/dev/null 2>"$work/c.log"
+grep -q "resumed from .*step-00000008" "$work/c.log" || { echo "run c did not resume"; cat "$work/c.log"; exit 1; }
+"$py" "$check" "$work/c" "$work/c/runs" 2
+
+# train.resume: never removes the previous run's runs/ with its metrics.jsonl.
+"$T" train --overwrite --config "$work/job_c.yaml" >/dev/null 2>"$work/c2.log"
+grep -q "removed the previous run's .*runs" "$work/c2.log" || { echo "runs/ not removed"; cat "$work/c2.log"; exit 1; }
+"$py" "$check" "$work/c" "$work/c/runs" 1
+
+# Off: no runs/. Moved: the events are where output.tensorboard_dir says, none in runs/.
+"$T" train --config "$(write_job off ", tensorboard: false")" >/dev/null 2>&1
+[[ -f $work/off/metrics.jsonl && ! -e $work/off/runs ]] || { echo "output.tensorboard: false wrote runs/"; exit 1; }
+"$T" train --config "$(write_job moved ", tensorboard_dir: tb/moved")" >/dev/null 2>&1
+[[ ! -e $work/moved/runs ]] || { echo "tensorboard_dir ignored"; exit 1; }
+"$py" "$check" "$work/moved" "$work/tb/moved" 1
+
+# A link planted as runs/: refused with one warning; training finishes and writes nothing there.
+mkdir -p "$work/linked" "$work/elsewhere"
+ln -s "$work/elsewhere" "$work/linked/runs"
+"$T" train --config "$(write_job linked "")" >/dev/null 2>"$work/linked.log"
+[[ $(grep -c "WARNING.*output.tensorboard: cannot write TensorBoard events" "$work/linked.log") -eq 1 ]] ||
+  { echo "expected one warning for the linked runs/"; cat "$work/linked.log"; exit 1; }
+[[ -d $work/linked/final && -z $(ls -A "$work/elsewhere") ]] ||
+  { echo "training did not finish, or wrote through the link"; exit 1; }
+echo "ok: TensorBoard events equal metrics.jsonl (fresh, resumed, overwritten, moved); off and a linked runs/ write none"
