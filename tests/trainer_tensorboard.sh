@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# ctest-labels: integration
+# ctest-labels: integration;serial
 # TensorBoard events beside metrics.jsonl, read back with the tensorboard package's own reader
 # (tests/lib/check_tensorboard.py): every metrics.jsonl figure at its step under the HF Trainer's
 # tag. A run resumed from a step-8 checkpoint after the first run reached step 20 adds a second
 # file, and TensorBoard shows each step once, with this run's figures. train.resume: never
 # starts runs/ over; output.tensorboard: false writes none; output.tensorboard_dir moves them;
+# two ranks write one file (rank 0's); a run killed mid-run has every finished step in its file;
 # a runs/ planted as a link elsewhere is a warning and training finishes, writing nothing there.
+# Label serial: one case starts two ranks.
 set -euo pipefail
 T=${TRAINER:?}
 py=${RINGMASTER_PYTHON:-python3}
 "$py" -c 'import tensorboard' 2>/dev/null ||
   { echo "SKIP: the tensorboard package is not installed in $py (scripts/setup.sh installs it)"; exit 77; }
 check="$RINGMASTER_SOURCE_DIR/tests/lib/check_tensorboard.py"
+source "$RINGMASTER_SOURCE_DIR/tests/lib/ranks.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$T" gen-data --out "$work/data" --train 160 --dev 40 --seed 3
 
-write_job() {  # $1 = output dir name, $2 = extra output keys
+write_job() {  # $1 = output dir name, $2 = extra output keys, $3 = epochs (default 2)
   cat >"$work/job_$1.yaml" <<YAML
 name: tensorboard-test
 model:
@@ -24,7 +27,7 @@ model:
            max_position_embeddings: 64}
   vocab: data/vocab.txt
 data: {train: data/train.tsv, eval: data/dev.tsv, max_seq_len: 32, shuffle: true}
-train: {epochs: 2, global_batch_size: 16, micro_batch_size: 16, lr: 1.0e-3, warmup_ratio: 0.1,
+train: {epochs: ${3:-2}, global_batch_size: 16, micro_batch_size: 16, lr: 1.0e-3, warmup_ratio: 0.1,
         seed: 5}
 output: {dir: $1, checkpoint_every_steps: 4, keep_checkpoints: 10$2}
 YAML
@@ -57,6 +60,34 @@ grep -q "removed the previous run's .*runs" "$work/c2.log" || { echo "runs/ not 
 [[ ! -e $work/moved/runs ]] || { echo "tensorboard_dir ignored"; exit 1; }
 "$py" "$check" "$work/moved" "$work/tb/moved" 1
 
+# Two ranks: rank 0 alone writes, one file with the job's figures.
+launch_ranks 2 1 "$(write_job two "")" "$work/two"
+wait_ranks || { echo "a rank of the two-rank run failed"; cat "$work"/two-*.log; exit 1; }
+"$py" "$check" "$work/two" "$work/two/runs" 1
+
+# Each step is written when it ends, not at exit: a run killed (SIGKILL, nothing flushed at
+# exit) mid-run has in its events file every step metrics.jsonl has, but maybe the last.
+"$T" train --config "$(write_job killed "" 40)" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do  # bounded wait until a few steps are logged
+  [[ -f $work/killed/metrics.jsonl ]] && [[ $(wc -l <"$work/killed/metrics.jsonl") -ge 3 ]] && break
+  sleep 0.02
+done
+kill -KILL "$pid"
+wait "$pid" || true
+"$py" - "$work/killed" <<'PY'
+import json, sys
+from tensorboard.backend.event_processing import event_accumulator
+out = sys.argv[1]
+steps = [json.loads(l)["step"] for l in open(f"{out}/metrics.jsonl") if '"loss"' in l]
+acc = event_accumulator.EventAccumulator(f"{out}/runs", size_guidance={"scalars": 0})
+acc.Reload()
+tb = [e.step for e in acc.Scalars("train/loss")] if "train/loss" in acc.Tags()["scalars"] else []
+if len(steps) < 3 or steps[-1] >= 400 or tb not in (steps, steps[:-1]):
+    sys.exit(f"killed run: metrics.jsonl steps {steps}, TensorBoard train/loss steps {tb}")
+print(f"ok: killed at step {steps[-1]}: TensorBoard has steps 1..{tb[-1]}")
+PY
+
 # A link planted as runs/: refused with one warning; training finishes and writes nothing there.
 mkdir -p "$work/linked" "$work/elsewhere"
 ln -s "$work/elsewhere" "$work/linked/runs"
@@ -65,4 +96,4 @@ ln -s "$work/elsewhere" "$work/linked/runs"
   { echo "expected one warning for the linked runs/"; cat "$work/linked.log"; exit 1; }
 [[ -d $work/linked/final && -z $(ls -A "$work/elsewhere") ]] ||
   { echo "training did not finish, or wrote through the link"; exit 1; }
-echo "ok: TensorBoard events equal metrics.jsonl (fresh, resumed, overwritten, moved); off and a linked runs/ write none"
+echo "ok: TensorBoard events equal metrics.jsonl (fresh, resumed, overwritten, moved, two ranks, killed); off and a linked runs/ write none"
