@@ -6,7 +6,8 @@
 # file, and TensorBoard shows each step once, with this run's figures. train.resume: never
 # starts runs/ over; output.tensorboard: false writes none; output.tensorboard_dir moves them;
 # two ranks write one file (rank 0's); a run killed mid-run has every finished step in its file;
-# a runs/ planted as a link elsewhere is a warning and training finishes, writing nothing there.
+# a runs/ planted as a link elsewhere, or a tensorboard_dir outside RINGMASTER_ALLOWED_ROOT, is a
+# warning and training finishes, writing nothing there.
 # Label serial: one case starts two ranks.
 set -euo pipefail
 T=${TRAINER:?}
@@ -20,7 +21,8 @@ trap 'rm -rf "$work"' EXIT
 "$T" gen-data --out "$work/data" --train 160 --dev 40 --seed 3
 
 write_job() {  # $1 = output dir name, $2 = extra output keys, $3 = epochs (default 2)
-  cat >"$work/job_$1.yaml" <<YAML
+  local file="$work/job_${1//\//_}.yaml"
+  cat >"$file" <<YAML
 name: tensorboard-test
 model:
   config: {hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 64,
@@ -31,7 +33,7 @@ train: {epochs: ${3:-2}, global_batch_size: 16, micro_batch_size: 16, lr: 1.0e-3
         seed: 5}
 output: {dir: $1, checkpoint_every_steps: 4, keep_checkpoints: 10$2}
 YAML
-  echo "$work/job_$1.yaml"
+  echo "$file"
 }
 
 # 160 rows / 16 = 10 steps an epoch, 2 epochs: evaluations at steps 10 and 20.
@@ -96,4 +98,17 @@ ln -s "$work/elsewhere" "$work/linked/runs"
   { echo "expected one warning for the linked runs/"; cat "$work/linked.log"; exit 1; }
 [[ -d $work/linked/final && -z $(ls -A "$work/elsewhere") ]] ||
   { echo "training did not finish, or wrote through the link"; exit 1; }
-echo "ok: TensorBoard events equal metrics.jsonl (fresh, resumed, overwritten, moved, two ranks, killed); off and a linked runs/ write none"
+
+# Under an agent's --allowed-root (RINGMASTER_ALLOWED_ROOT), a tensorboard_dir outside the root
+# is refused with a warning, like the link; one inside it, beside output.dir, is written.
+mkdir -p "$work/root"
+job=$(write_job root/escape ", tensorboard_dir: $work/elsewhere/tb")
+RINGMASTER_ALLOWED_ROOT=$work/root "$T" train --config "$job" >/dev/null 2>"$work/escape.log"
+grep -q "WARNING.*output.tensorboard: cannot write TensorBoard events in $work/elsewhere/tb" "$work/escape.log" ||
+  { echo "a tensorboard_dir outside the allowed root was not refused"; cat "$work/escape.log"; exit 1; }
+[[ -d $work/root/escape/final && -z $(ls -A "$work/elsewhere") ]] ||
+  { echo "training did not finish, or wrote outside the allowed root"; exit 1; }
+job=$(write_job root/inside ", tensorboard_dir: $work/root/tb")
+RINGMASTER_ALLOWED_ROOT=$work/root "$T" train --config "$job" >/dev/null 2>&1
+"$py" "$check" "$work/root/inside" "$work/root/tb" 1
+echo "ok: TensorBoard events equal metrics.jsonl (fresh, resumed, overwritten, moved, two ranks, killed, allowed root); off, a linked runs/ and a directory outside the allowed root write none"
