@@ -15,6 +15,7 @@ py=${RINGMASTER_PYTHON:-python3}
 "$py" -c 'import tensorboard' 2>/dev/null ||
   { echo "SKIP: the tensorboard package is not installed in $py (scripts/setup.sh installs it)"; exit 77; }
 check="$RINGMASTER_SOURCE_DIR/tests/lib/check_tensorboard.py"
+# shellcheck source=tests/lib/ranks.sh
 source "$RINGMASTER_SOURCE_DIR/tests/lib/ranks.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
