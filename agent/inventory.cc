@@ -5,6 +5,8 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -117,6 +119,46 @@ absl::StatusOr<std::vector<v1::GpuInfo>> ParseGpuOverride(std::string_view text_
   return gpus;
 }
 
+HostMemory ParseHostMemory(std::string_view meminfo, std::string_view cgroup_limit) {
+  HostMemory m;
+  for (absl::string_view line : absl::StrSplit(ToAbsl(meminfo), '\n')) {
+    uint64_t* field = nullptr;
+    if (absl::ConsumePrefix(&line, "MemTotal:")) {
+      field = &m.total;
+    } else if (absl::ConsumePrefix(&line, "MemAvailable:")) {
+      field = &m.available;
+    } else {
+      continue;
+    }
+    line = absl::StripAsciiWhitespace(line);
+    uint64_t kib = 0;
+    // The kernel writes every figure in kB (KiB).
+    if (absl::ConsumeSuffix(&line, "kB") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib) && kib < (uint64_t{1} << 53)) {
+      *field = kib * 1024;
+    }
+  }
+  uint64_t limit = 0;
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(ToAbsl(cgroup_limit)), &limit) && limit > 0) {
+    // cgroup v1 writes a huge number for "no limit"; the min leaves that one without effect.
+    if (m.total == 0 || limit < m.total) m.total = limit;
+    if (m.available > m.total) m.available = m.total;
+  }
+  return m;
+}
+
+HostMemory ReadHostMemory() {
+  auto slurp = [](const char* path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    if (in) text << in.rdbuf();
+    return text.str();
+  };
+  std::string limit = slurp("/sys/fs/cgroup/memory.max");                           // cgroup v2
+  if (limit.empty()) limit = slurp("/sys/fs/cgroup/memory/memory.limit_in_bytes");  // v1
+  return ParseHostMemory(slurp("/proc/meminfo"), limit);
+}
+
 std::vector<v1::GpuInfo> DetectGpus() {
   std::vector<v1::GpuInfo> gpus;
 #ifdef RINGMASTER_AGENT_CUDA
@@ -159,6 +201,9 @@ absl::StatusOr<v1::NodeInventory> CollectInventory(const InventoryOptions& optio
   for (const std::string& a : addrs) inv.add_addresses(a);
   const unsigned cores = std::thread::hardware_concurrency();
   inv.set_cpu_cores(cores == 0 ? 1 : cores);
+  const HostMemory memory = ReadHostMemory();
+  inv.set_host_memory_total_bytes(memory.total);
+  inv.set_host_memory_available_bytes(memory.available);
   std::vector<v1::GpuInfo> gpus;
   if (!options.gpu_override.empty()) {
     absl::StatusOr<std::vector<v1::GpuInfo>> o = ParseGpuOverride(options.gpu_override);

@@ -14,6 +14,7 @@
 // trainer on a machine without GPUs).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,20 @@ absl::StatusOr<std::vector<v1::GpuInfo>> ParseGpuOverride(std::string_view text)
 
 // GPUs the CUDA runtime sees; empty without CUDA support or without a device.
 std::vector<v1::GpuInfo> DetectGpus();
+
+// Host memory as the agent reports it (NodeInventory.host_memory_*), in bytes; 0 when unknown.
+struct HostMemory {
+  uint64_t total = 0;
+  uint64_t available = 0;
+};
+
+// MemTotal and MemAvailable of a /proc/meminfo text ("MemTotal:  16318480 kB"), each lowered to
+// `cgroup_limit` (the text of cgroup v2 memory.max or v1 memory.limit_in_bytes; "max", empty or
+// unreadable: no limit), so that an agent in a container reports what its ranks may use.
+HostMemory ParseHostMemory(std::string_view meminfo, std::string_view cgroup_limit);
+
+// This machine's: /proc/meminfo and the cgroup limit of this process's cgroup namespace root.
+HostMemory ReadHostMemory();
 
 // Collects this node's inventory.
 absl::StatusOr<v1::NodeInventory> CollectInventory(const InventoryOptions& options);

@@ -48,6 +48,38 @@ TEST(GpuOverride, RejectsMalformedWithTheGroupNamed) {
               HasSubstr("'2xP40:sm_61:24'"));
 }
 
+constexpr char kMeminfo[] =
+    "MemTotal:       16318480 kB\n"
+    "MemFree:         1203004 kB\n"
+    "MemAvailable:   11547384 kB\n"
+    "Buffers:          419532 kB\n";
+
+TEST(HostMemory, ReadsMemTotalAndMemAvailableInKiB) {
+  HostMemory m = ParseHostMemory(kMeminfo, "max\n");  // cgroup v2 without a limit
+  EXPECT_EQ(m.total, uint64_t{16318480} * 1024);
+  EXPECT_EQ(m.available, uint64_t{11547384} * 1024);
+  m = ParseHostMemory(kMeminfo, "");  // no cgroup file
+  EXPECT_EQ(m.total, uint64_t{16318480} * 1024);
+  // cgroup v1 without a limit: a huge figure, no effect.
+  m = ParseHostMemory(kMeminfo, "9223372036854771712\n");
+  EXPECT_EQ(m.total, uint64_t{16318480} * 1024);
+}
+
+TEST(HostMemory, ACgroupLimitLowersBoth) {
+  HostMemory m = ParseHostMemory(kMeminfo, "4294967296\n");
+  EXPECT_EQ(m.total, uint64_t{4} << 30);
+  EXPECT_EQ(m.available, uint64_t{4} << 30);
+  m = ParseHostMemory(kMeminfo, "16106127360\n");  // 15 GiB: over MemAvailable
+  EXPECT_EQ(m.total, uint64_t{15} << 30);
+  EXPECT_EQ(m.available, uint64_t{11547384} * 1024);
+}
+
+TEST(HostMemory, UnknownWithoutTheLines) {
+  HostMemory m = ParseHostMemory("MemFree: 12 kB\nMemTotal: lots\n", "max");
+  EXPECT_EQ(m.total, 0u);
+  EXPECT_EQ(m.available, 0u);
+}
+
 TEST(Inventory, CollectsHostAndOverride) {
   InventoryOptions o;
   o.node_name = "n1";
@@ -63,6 +95,9 @@ TEST(Inventory, CollectsHostAndOverride) {
   EXPECT_EQ(inv->addresses(0), "10.0.0.5");
   EXPECT_GE(inv->cpu_cores(), 1u);
   EXPECT_EQ(inv->gpus_size(), 1);
+  // Linux always has MemTotal: the node reports its memory.
+  EXPECT_GT(inv->host_memory_total_bytes(), 0u);
+  EXPECT_LE(inv->host_memory_available_bytes(), inv->host_memory_total_bytes());
   o.gpu_override = "bogus";
   EXPECT_FALSE(CollectInventory(o).ok());
 }

@@ -270,7 +270,8 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   ringmaster::LogInfo(absl::StrCat("node ", inv->node_name(), " (", inv->cpu_cores(),
-                                   " CPU cores, ", inv->gpus_size(), " GPU(s)), coordinator ",
+                                   " CPU cores, ", inv->host_memory_total_bytes() >> 20,
+                                   " MiB of memory, ", inv->gpus_size(), " GPU(s)), coordinator ",
                                    flags["--coordinator"],
                                    insecure_loopback ? " (plaintext)" : " (TLS)",
                                    join_token->has_value() ? " with a join token" : "",

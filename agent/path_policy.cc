@@ -71,6 +71,9 @@ std::string RootHolding(const std::string& path, const std::vector<std::string>&
   return "";
 }
 
+// Entries of a model directory CheckJobPaths looks at before refusing the directory.
+constexpr size_t kMaxModelEntries = 4096;
+
 absl::Status CheckJobPaths(const trainer::JobSpec& spec, const std::vector<std::string>& roots) {
   if (roots.empty()) return absl::OkStatus();
   std::vector<std::pair<std::string, std::string>> paths = {
@@ -80,11 +83,23 @@ absl::Status CheckJobPaths(const trainer::JobSpec& spec, const std::vector<std::
       {"data.eval", spec.data.eval},
       {"output.dir", spec.output.dir}};
   if (!spec.model.init_from.empty()) {
-    // A symlink inside the model directory could point anywhere: check what the trainer opens.
-    for (const char* f :
-         {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"}) {
-      paths.emplace_back(absl::StrCat("model.init_from/", f),
-                         (fs::path(spec.model.init_from) / f).string());
+    // A symlink inside the model directory could point anywhere: check every entry the trainer
+    // may open (config, weights, vocabulary, tokenizer files, a sentence-transformers folder's
+    // modules), to a depth of 3 and at most kMaxModelEntries of them, without following links.
+    const fs::path dir(spec.model.init_from);
+    std::error_code ec;
+    fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
+    size_t seen = 0;
+    for (; !ec && it != end; it.increment(ec)) {
+      if (++seen > kMaxModelEntries) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model.init_from: '", spec.model.init_from, "' holds more than ",
+                         kMaxModelEntries, " entries; a model directory has a few files"));
+      }
+      if (it.depth() >= 2) it.disable_recursion_pending();
+      paths.emplace_back(
+          absl::StrCat("model.init_from/", it->path().lexically_relative(dir).string()),
+          it->path().string());
     }
   }
   for (const auto& [field, path] : paths) {

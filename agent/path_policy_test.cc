@@ -122,6 +122,25 @@ TEST_F(PathPolicyTest, JobPathsAreAllCheckedAndTheFieldIsNamed) {
               HasSubstr("model.init_from/model.safetensors"));
 }
 
+// Every file of a model directory counts, not only the well-known ones: a sentence-transformers
+// folder's transformer, its tokenizer.json, a linked module directory.
+TEST_F(PathPolicyTest, EveryEntryOfAModelDirectoryIsChecked) {
+  trainer::JobSpec spec;
+  const fs::path st = dir_ / "data" / "minilm";
+  fs::create_directories(st / "0_Transformer");
+  for (const fs::path& f : {st / "modules.json", st / "0_Transformer" / "config.json"}) {
+    std::ofstream(f) << "{}";
+  }
+  spec.model.init_from = st.string();
+  EXPECT_TRUE(CheckJobPaths(spec, roots_).ok()) << CheckJobPaths(spec, roots_);
+  fs::create_symlink(dir_ / "secret" / "key", st / "0_Transformer" / "tokenizer.json");
+  EXPECT_THAT(CheckJobPaths(spec, roots_).message(),
+              HasSubstr("model.init_from/0_Transformer/tokenizer.json"));
+  fs::remove(st / "0_Transformer" / "tokenizer.json");
+  fs::create_symlink(dir_ / "secret", st / "1_Pooling");
+  EXPECT_THAT(CheckJobPaths(spec, roots_).message(), HasSubstr("model.init_from/1_Pooling"));
+}
+
 // Issue #20, item 2: "<outside>/a\0/../../<root>/x" is lexically inside the root, but C calls
 // stop at the NUL and would create <outside>/a. Any control character is refused.
 TEST_F(PathPolicyTest, ControlCharactersAreRefused) {

@@ -2,8 +2,14 @@
 // times must not grow the log by a line each time. Per key (e.g. the kind of refusal), at most
 // `burst` warnings are written per `window`; the rest are counted, and the next one written
 // says how many were left out. Thread-safe.
+//
+// Keys may name a peer (a refusal kind and the caller's host), so their number is bounded too:
+// past `max_keys`, windows that have ended with nothing left out are dropped, and when none has,
+// new keys share one window (kOverflowKey), so that a caller cycling through addresses gets no
+// more lines than the table's size allows.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -17,7 +23,11 @@ namespace ringmaster {
 
 class WarningLimiter {
  public:
-  WarningLimiter(absl::Duration window, int burst) : window_(window), burst_(burst) {}
+  WarningLimiter(absl::Duration window, int burst, size_t max_keys = 1024)
+      : window_(window), burst_(burst), max_keys_(max_keys) {}
+
+  // The key every new key falls under once the table is full of live windows.
+  static constexpr char kOverflowKey[] = "(other)";
 
   // The line to log for `msg` under `key` at `now`, with " (N similar warnings left out)"
   // appended when some were; empty when this one is to be left out (and is counted).
@@ -34,8 +44,9 @@ class WarningLimiter {
   };
   const absl::Duration window_;
   const int burst_;
+  const size_t max_keys_;
   std::mutex mu_;
-  std::map<std::string, Window, std::less<>> windows_;  // few keys: one per kind of refusal
+  std::map<std::string, Window, std::less<>> windows_;  // at most max_keys_ + 1
 };
 
 }  // namespace ringmaster

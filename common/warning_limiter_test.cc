@@ -22,5 +22,36 @@ TEST(WarningLimiterTest, WritesABurstPerWindowAndCountsTheRest) {
             "again (1 similar warning left out)");
 }
 
+TEST(WarningLimiterTest, KeysAreBoundedAndNewOnesShareAWindowWhenFull) {
+  WarningLimiter limiter(absl::Minutes(1), 1, /*max_keys=*/3);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  // Three peers fill the table, each with a line and a left-out one.
+  for (const char* peer : {"a", "b", "c"}) {
+    EXPECT_EQ(limiter.Admit(peer, peer, t0), peer);
+    EXPECT_EQ(limiter.Admit(peer, peer, t0), "");
+  }
+  // A fourth and a fifth peer share the overflow window: one line between them.
+  EXPECT_EQ(limiter.Admit("d", "d", t0), "d");
+  EXPECT_EQ(limiter.Admit("e", "e", t0), "");
+  // The full peers keep their own windows and counts.
+  EXPECT_EQ(limiter.Admit("a", "a again", t0 + absl::Minutes(1)),
+            "a again (1 similar warning left out)");
+  EXPECT_EQ(limiter.Admit("e", "e again", t0 + absl::Minutes(1)),
+            "e again (1 similar warning left out)");
+}
+
+TEST(WarningLimiterTest, EndedWindowsThatOweNothingMakeRoom) {
+  WarningLimiter limiter(absl::Minutes(1), 1, /*max_keys=*/2);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  EXPECT_EQ(limiter.Admit("a", "a", t0), "a");
+  EXPECT_EQ(limiter.Admit("b", "b", t0), "b");
+  EXPECT_EQ(limiter.Admit("b", "b", t0), "");  // b owes a count: it stays
+  // A minute later a's window is over and owes nothing: c takes its place with its own window.
+  EXPECT_EQ(limiter.Admit("c", "c", t0 + absl::Minutes(1)), "c");
+  EXPECT_EQ(limiter.Admit("b", "b again", t0 + absl::Minutes(1)),
+            "b again (1 similar warning left out)");
+  EXPECT_EQ(limiter.Admit("c", "c", t0 + absl::Minutes(1)), "");
+}
+
 }  // namespace
 }  // namespace ringmaster

@@ -462,6 +462,8 @@ void ParseOutput(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
   m.Get("dir", &spec.output.dir, ToString);
   m.Get("checkpoint_every_steps", &spec.output.checkpoint_every_steps, ToInt64);
   m.Get("keep_checkpoints", &spec.output.keep_checkpoints, ToInt);
+  m.Get("tensorboard", &spec.output.tensorboard, ToBool);
+  m.Get("tensorboard_dir", &spec.output.tensorboard_dir, ToString);
   m.ReportUnknown();
 }
 
@@ -620,6 +622,7 @@ absl::StatusOr<JobSpec> ParseJobSpecImpl(std::string_view yaml_text, std::string
   spec.data.train = Resolve(spec.data.train, base);
   spec.data.eval = Resolve(spec.data.eval, base);
   spec.output.dir = Resolve(spec.output.dir, base);
+  spec.output.tensorboard_dir = Resolve(spec.output.tensorboard_dir, base);
 
   errors.Append(unknown_settings.errors);
   Validate(spec, &marks, &unknown_settings.paths, errors);

@@ -110,6 +110,9 @@ struct OutputSpec {
   std::string dir;
   int64_t checkpoint_every_steps = 500;  // 0 = no periodic checkpoints
   int keep_checkpoints = 3;
+  // TensorBoard events files of the run's scalars (rank 0), beside metrics.jsonl.
+  bool tensorboard = true;
+  std::string tensorboard_dir;  // empty: <dir>/runs
 };
 
 struct DistributedSpec {

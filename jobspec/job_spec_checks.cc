@@ -124,7 +124,8 @@ void Validate(const JobSpec& s, const Marks* marks,
         {"model.vocab", &s.model.vocab},
         {"data.train", &s.data.train},
         {"data.eval", &s.data.eval},
-        {"output.dir", &s.output.dir}}) {
+        {"output.dir", &s.output.dir},
+        {"output.tensorboard_dir", &s.output.tensorboard_dir}}) {
     if (std::optional<size_t> at = FindControlCharacter(*path)) {
       bad(field, absl::StrFormat("holds a control character (byte 0x%02x at offset %d); paths "
                                  "may not contain any",
@@ -313,6 +314,11 @@ void Validate(const JobSpec& s, const Marks* marks,
   }
   if (s.output.keep_checkpoints < 1) {
     bad("output.keep_checkpoints", absl::StrCat("must be >= 1, got ", s.output.keep_checkpoints));
+  }
+  if (!s.output.tensorboard && !s.output.tensorboard_dir.empty()) {
+    bad("output.tensorboard_dir",
+        "is set while output.tensorboard is false, so nothing would be written there; remove "
+        "one of them");
   }
 
   // distributed

@@ -732,6 +732,8 @@ void ExpectRoundTrip(const JobSpec& a) {
   EXPECT_EQ(b->output.dir, a.output.dir);
   EXPECT_EQ(b->output.checkpoint_every_steps, a.output.checkpoint_every_steps);
   EXPECT_EQ(b->output.keep_checkpoints, a.output.keep_checkpoints);
+  EXPECT_EQ(b->output.tensorboard, a.output.tensorboard);
+  EXPECT_EQ(b->output.tensorboard_dir, a.output.tensorboard_dir);
   EXPECT_EQ(b->distributed.min_nodes, a.distributed.min_nodes);
   EXPECT_EQ(b->distributed.max_nodes, a.distributed.max_nodes);
   EXPECT_EQ(b->distributed.procs_per_node, a.distributed.procs_per_node);

@@ -165,6 +165,10 @@ std::string JobSpecToYaml(const JobSpec& s) {
   KeyString(out, "dir", s.output.dir);
   KeyNumber(out, "checkpoint_every_steps", s.output.checkpoint_every_steps);
   KeyNumber(out, "keep_checkpoints", s.output.keep_checkpoints);
+  KeyBool(out, "tensorboard", s.output.tensorboard);
+  if (!s.output.tensorboard_dir.empty()) {
+    KeyString(out, "tensorboard_dir", s.output.tensorboard_dir);
+  }
   out << YAML::EndMap;
 
   const DistributedSpec& d = s.distributed;

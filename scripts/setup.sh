@@ -58,7 +58,7 @@ if [[ ${RINGMASTER_SETUP_PYTHON:-1} == 1 ]]; then
   if [[ ! -x $venv/bin/python ]]; then
     /usr/bin/python3 -m venv --system-site-packages "$venv"
   fi
-  if ! "$venv/bin/python" -c "import transformers, safetensors, torch" 2>/dev/null; then
+  if ! "$venv/bin/python" -c "import transformers, safetensors, torch, tensorboard" 2>/dev/null; then
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/scripts/requirements-test.txt"
   fi
   # Offline Kubernetes schema checks and Helm's engine (tests/deploy_*.sh); find_spec: no slow

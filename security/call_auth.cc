@@ -2,7 +2,6 @@
 #include "security/call_auth.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
 
 namespace ringmaster::security {
 
@@ -11,7 +10,7 @@ void AttachToken(grpc::ClientContext* context, const std::string& token) {
 }
 
 grpc::Status AuthorizeCall(const TokenPolicy& policy, const grpc::ServerContext& context,
-                           Access access, std::string_view method) {
+                           Access access, std::string_view method, Refusals& refusals) {
   std::string_view authorization;
   const auto& metadata = context.client_metadata();
   if (auto it = metadata.find(kAuthorizationKey); it != metadata.end()) {
@@ -19,8 +18,10 @@ grpc::Status AuthorizeCall(const TokenPolicy& policy, const grpc::ServerContext&
   }
   absl::Status s = policy.Check(access, authorization);
   if (s.ok()) return grpc::Status::OK;
-  LogWarning(absl::StrCat("refused ", absl::string_view(method.data(), method.size()), " from ",
-                          context.peer(), ": ", s.message()));
+  const std::string peer = context.peer();
+  refusals.Refuse(authorization.empty() ? Refusal::kMissingToken : Refusal::kWrongToken, peer,
+                  absl::StrCat("refused ", absl::string_view(method.data(), method.size()),
+                               " from ", peer, ": ", s.message()));
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(s.message()));
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "security/refusals.h"
 #include "security/token_policy.h"
 
 namespace ringmaster::security {
@@ -15,10 +16,12 @@ namespace ringmaster::security {
 // Adds the token to the call's metadata; nothing when `token` is empty.
 void AttachToken(grpc::ClientContext* context, const std::string& token);
 
-// OK when the call may go on. Otherwise UNAUTHENTICATED naming the missing or wrong token, and a
-// WARNING line naming the peer's address and `method` (never a token).
+// OK when the call may go on. Otherwise UNAUTHENTICATED naming the missing or wrong token, counted
+// in `refusals` (missing_token or wrong_token), with a WARNING line naming the peer's address and
+// `method` (never a token) unless that peer has had its lines for now (security/refusals.h).
 grpc::Status AuthorizeCall(const TokenPolicy& policy, const grpc::ServerContext& context,
-                           Access access, std::string_view method);
+                           Access access, std::string_view method,
+                           Refusals& refusals = ProcessRefusals());
 
 // The policy of services built without one (tests, fuzzers): every call allowed.
 const TokenPolicy& OpenPolicy();

@@ -52,7 +52,7 @@ check_help "trainer tokenize --help" --vocab --cased -- "$T" tokenize --help
 check_help "trainer gen-data --help" --out --seed -- "$T" gen-data --help
 check_help "trainer probe --help" --seconds -- "$T" probe --help
 check_help "trainer print-default-job --help" -- "$T" print-default-job --help
-"$T" predict --help | grep -A2 -- "--max-len" | grep -q "default: 128" || fail "predict --max-len default"
+"$T" predict --help | grep -A2 -- "--max-len" | grep -q "default: the length the model was trained with" || fail "predict --max-len default"
 "$T" tokenize --help | grep -A2 -- "--max-len" | grep -q "default: 512" || fail "tokenize --max-len default"
 echo "ok   --help: 4 binaries, every command, each flag with its default"
 

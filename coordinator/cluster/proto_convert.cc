@@ -13,6 +13,8 @@ NodeInventory InventoryFromProto(const v1::NodeInventory& p) {
   inv.rack = p.rack();
   inv.cpu_cores = static_cast<int>(p.cpu_cores());
   inv.trainer_samples_per_second = p.trainer_samples_per_second();
+  inv.host_memory_total_bytes = p.host_memory_total_bytes();
+  inv.host_memory_available_bytes = p.host_memory_available_bytes();
   for (const v1::GpuInfo& g : p.gpus()) {
     GpuInfo gpu;
     gpu.index = static_cast<int>(g.index());
@@ -34,6 +36,8 @@ v1::NodeInventory InventoryToProto(const NodeInventory& inv) {
   p.set_rack(inv.rack);
   p.set_cpu_cores(static_cast<uint32_t>(inv.cpu_cores));
   p.set_trainer_samples_per_second(inv.trainer_samples_per_second);
+  p.set_host_memory_total_bytes(inv.host_memory_total_bytes);
+  p.set_host_memory_available_bytes(inv.host_memory_available_bytes);
   for (const GpuInfo& g : inv.gpus) {
     v1::GpuInfo* gpu = p.add_gpus();
     gpu->set_index(static_cast<uint32_t>(g.index));

@@ -201,8 +201,23 @@ std::vector<MetricFamily> CoordinatorMetricFamilies(const ClusterSnapshot& snap)
   return out;
 }
 
+MetricFamily RefusedCallsFamily(const security::Refusals& refusals) {
+  MetricFamily f = Family("ringmaster_coordinator_refused_calls_total",
+                          "Control-plane calls the coordinator refused, by reason (a missing or "
+                          "wrong token, a node secret, a stream in use, a registration)",
+                          MetricType::Counter);
+  for (security::Refusal r : security::kRefusals) {
+    AddCounter(f, {{"reason", std::string(security::RefusalName(r))}},
+               static_cast<double>(refusals.count(r)));
+  }
+  return f;
+}
+
 std::vector<MetricFamily> CoordinatorCollectable::Collect() const {
-  return CoordinatorMetricFamilies(cluster_.Snapshot(kEndedJobsInMetricsFor));
+  std::vector<MetricFamily> out =
+      CoordinatorMetricFamilies(cluster_.Snapshot(kEndedJobsInMetricsFor));
+  out.push_back(RefusedCallsFamily(refusals_));
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsServer(const std::string& listen,

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/metrics_server.h"
 #include "coordinator/cluster/cluster.h"
+#include "security/refusals.h"
 
 #ifdef RINGMASTER_HAVE_PROMETHEUS
 #include <prometheus/collectable.h>
@@ -30,15 +31,21 @@ inline constexpr absl::Duration kEndedJobsInMetricsFor = absl::Hours(1);
 // The metric families of one snapshot.
 std::vector<prometheus::MetricFamily> CoordinatorMetricFamilies(const ClusterSnapshot& snapshot);
 
-// A Collectable over a live cluster: Collect() = CoordinatorMetricFamilies(cluster.Snapshot()).
-// Thread-safe (the cluster is). `cluster` must outlive it.
+// ringmaster_coordinator_refused_calls_total{reason}: every reason, 0 included.
+prometheus::MetricFamily RefusedCallsFamily(const security::Refusals& refusals);
+
+// A Collectable over a live cluster: Collect() = CoordinatorMetricFamilies(cluster.Snapshot())
+// plus the refused calls. Thread-safe (the cluster and the refusals are). Both must outlive it.
 class CoordinatorCollectable final : public prometheus::Collectable {
  public:
-  explicit CoordinatorCollectable(Cluster& cluster) : cluster_(cluster) {}
+  explicit CoordinatorCollectable(Cluster& cluster,
+                                  const security::Refusals& refusals = security::ProcessRefusals())
+      : cluster_(cluster), refusals_(refusals) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   Cluster& cluster_;
+  const security::Refusals& refusals_;
 };
 #endif
 
@@ -46,7 +53,7 @@ using trainer::MetricsServer;  // the HTTP server behind /metrics (common/metric
 
 // Serves /metrics on `listen` ("HOST:PORT"; port 0 picks a free one, and the log names it).
 // Unimplemented when this build has no prometheus-cpp; Unavailable when the address cannot be
-// bound. `cluster` must outlive the server.
+// bound. `cluster` must outlive the server. Refused calls come from security::ProcessRefusals().
 absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetricsServer(const std::string& listen,
                                                                   Cluster& cluster);
 

@@ -196,6 +196,26 @@ TEST_F(CoordinatorMetricsTest, EndedJobsLeaveThePerJobSeriesAfterAnHour) {
   EXPECT_THAT(text, HasSubstr("ringmaster_rendezvous_seconds_count 0\n"));
 }
 
+TEST_F(CoordinatorMetricsTest, RefusedCallsByReasonEveryReasonListed) {
+  security::Refusals refusals;
+  for (int i = 0; i < 7; ++i) {
+    refusals.Admit(security::Refusal::kWrongToken, "ipv4:10.0.0.1:1", "x", clock_.Now());
+  }
+  refusals.Admit(security::Refusal::kNodeSecret, "ipv4:10.0.0.1:1", "x", clock_.Now());
+  auto collectable = std::make_shared<CoordinatorCollectable>(*cluster_, refusals);
+  const std::string text = prometheus::TextSerializer().Serialize(collectable->Collect());
+  EXPECT_THAT(text, HasSubstr("# TYPE ringmaster_coordinator_refused_calls_total counter\n"));
+  EXPECT_THAT(text,
+              HasSubstr("ringmaster_coordinator_refused_calls_total{reason=\"wrong_token\"} 7\n"));
+  EXPECT_THAT(text,
+              HasSubstr("ringmaster_coordinator_refused_calls_total{reason=\"node_secret\"} 1\n"));
+  for (const char* zero : {"missing_token", "stream_in_use", "registration"}) {
+    EXPECT_THAT(
+        text, HasSubstr(std::string("ringmaster_coordinator_refused_calls_total{reason=\"") + zero +
+                        "\"} 0\n"));
+  }
+}
+
 TEST(CoordinatorMetricsServer, ServesOnAFreePort) {
   FakeClock clock;
   absl::StatusOr<std::unique_ptr<JobDb>> db = JobDb::Open(":memory:", clock);

@@ -149,6 +149,28 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
   }
   plan.world_size = next_rank;
 
+  // A CPU node's ranks share its host memory: together their model state (a lower bound, as on
+  // a GPU) must fit in what the node reported, else no rank can finish allocating its model.
+  // The total, not the available memory: that changes by the second, and a job must not fail
+  // on a figure that would have let it run a minute later. Unreported (0): not checked.
+  for (const NodePlan& np : plan.nodes) {
+    const NodeInventory& inv = nodes[order[static_cast<size_t>(np.group_rank)]].inventory;
+    if (np.gpu || inv.host_memory_total_bytes == 0) continue;
+    const uint64_t per_rank = trainer::ModelStateBytesPerRank(
+        request.model_parameters, request.sharding, plan.world_size, np.num_ranks);
+    const uint64_t need = per_rank * static_cast<uint64_t>(np.num_ranks);
+    if (need > inv.host_memory_total_bytes) {
+      constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+      auto gib = [](uint64_t b) { return absl::StrFormat("%.1f", static_cast<double>(b) / kGiB); };
+      return absl::FailedPreconditionError(absl::StrCat(
+          "plan: the model's fp32 training state (", request.model_parameters,
+          " parameters x 16 bytes, sharding ", std::string(SettingName(request.sharding)), " over ",
+          plan.world_size, " rank(s)) needs ", gib(per_rank), " GiB per rank, ", gib(need),
+          " GiB for the ", np.num_ranks, " rank(s) on CPU node ", np.node_id, " (", inv.hostname,
+          "), but it has ", gib(inv.host_memory_total_bytes), " GiB of memory"));
+    }
+  }
+
   if (request.sharding == Sharding::kHybridShard && !uniform_lws) {
     return absl::FailedPreconditionError(
         "plan: hybrid_shard needs the same number of ranks on every node, but the joined nodes "

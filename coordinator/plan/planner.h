@@ -48,7 +48,8 @@ struct PlanRequest {
   jobspec::Sharding sharding = jobspec::Sharding::kNoShard;  // hybrid_shard: equal ranks per node
   jobspec::Backend backend = jobspec::Backend::kAuto;        // distributed.backend
   // Parameters of the job's model (jobspec/model_memory.h), 0 when unknown (a pretrained model
-  // whose config the coordinator does not read): a GPU rank must hold its model state.
+  // whose config the coordinator does not read): a GPU rank must hold its model state, and a
+  // CPU node's memory the model state of all its ranks.
   uint64_t model_parameters = 0;
 };
 
@@ -104,7 +105,8 @@ struct JobPlan {
 // input (a bad procs_per_node or port, duplicate or empty node ids, a node without address or
 // hostname); FailedPrecondition, naming the node, when the nodes cannot run the job as written
 // (fewer GPUs than procs_per_node or, on a CPU node, cores; a GPU smaller than the model's fp32
-// training state per rank; device cuda on a CPU node, bf16 on a GPU below sm_80, nccl with
+// training state per rank, or a CPU node whose reported memory is smaller than that state times
+// its ranks; device cuda on a CPU node, bf16 on a GPU below sm_80, nccl with
 // CPU ranks, hybrid_shard with unequal ranks per node).
 absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<PlanNode>& nodes);
 

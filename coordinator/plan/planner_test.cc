@@ -276,9 +276,54 @@ TEST(PlannerTest, GpuMustHoldTheModelState) {
   // full_shard over 2 ranks: 14.9 GiB each, which fits.
   req.sharding = jobspec::Sharding::kFullShard;
   EXPECT_EQ(MustPlan(req, {Node("g", "r", "h1", 2)}).world_size, 2);
-  // CPU ranks are not checked (inventories report no host memory).
+  // A CPU node that reports no host memory (an older agent) is not checked.
   req.sharding = jobspec::Sharding::kNoShard;
   EXPECT_EQ(MustPlan(req, {Node("c", "r", "h1", 0)}).world_size, 1);
+}
+
+PlanNode CpuNode(std::string id, std::string host, uint64_t memory_gib) {
+  PlanNode n = Node(std::move(id), "r", std::move(host), 0);
+  n.inventory.host_memory_total_bytes = memory_gib << 30;
+  n.inventory.host_memory_available_bytes = (memory_gib << 30) / 2;
+  return n;
+}
+
+TEST(PlannerTest, CpuNodeMemoryMustHoldItsRanksModelState) {
+  // 1e9 parameters: 14.9 GiB of fp32 state per unsharded rank.
+  PlanRequest req = Request();
+  req.model_parameters = 1'000'000'000;
+  req.sharding = jobspec::Sharding::kNoShard;
+  EXPECT_EQ(MustPlan(req, {CpuNode("c", "h1", 16)}).world_size, 1);
+  // Two ranks on the node need 29.8 GiB together: refused, naming the node, need and memory.
+  req.procs_per_node = "2";
+  absl::StatusOr<JobPlan> bad = PlanRanks(req, {CpuNode("c", "h1", 16)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(bad.status().message(),
+              AllOf(HasSubstr("1000000000 parameters x 16 bytes, sharding no_shard over 2 rank(s)"),
+                    HasSubstr("needs 14.9 GiB per rank, 29.8 GiB for the 2 rank(s) on CPU node c "
+                              "(h1), but it has 16.0 GiB of memory")));
+  // The check is against the total, not what was available at registration (8 GiB here).
+  req.procs_per_node = "1";
+  EXPECT_EQ(MustPlan(req, {CpuNode("c", "h1", 15)}).world_size, 1);
+  EXPECT_EQ(PlanRanks(req, {CpuNode("c", "h1", 14)}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Sharding divides the state: full_shard over 2 nodes' ranks, 7.5 GiB each, fits 8 GiB nodes;
+  // the smaller second node is the one named when it does not.
+  req.sharding = jobspec::Sharding::kFullShard;
+  EXPECT_EQ(MustPlan(req, {CpuNode("a", "h1", 8), CpuNode("b", "h2", 8)}).world_size, 2);
+  bad = PlanRanks(req, {CpuNode("a", "h1", 8), CpuNode("b", "h2", 7)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(bad.status().message(),
+              AllOf(HasSubstr("CPU node b (h2)"), HasSubstr("but it has 7.0 GiB of memory")));
+  // GPU ranks are held to their GPUs, not to host memory; a GPU node running CPU ranks
+  // (device: cpu) is held to its host memory.
+  PlanNode gpu = Node("g", "r", "h3", 1);
+  gpu.inventory.gpus[0].memory_bytes = uint64_t{80} << 30;
+  gpu.inventory.host_memory_total_bytes = uint64_t{4} << 30;
+  req.sharding = jobspec::Sharding::kNoShard;
+  EXPECT_EQ(MustPlan(req, {gpu}).world_size, 1);
+  req.device = jobspec::Device::kCpu;
+  EXPECT_THAT(PlanRanks(req, {gpu}).status().message(), HasSubstr("CPU node g (h3)"));
 }
 
 TEST(PlannerTest, DeviceSetting) {

@@ -5,35 +5,27 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "common/warning_limiter.h"
 #include "coordinator/service/grpc_status.h"
 
 namespace ringmaster::coordinator {
-namespace {
-
-// Refused registrations and streams come from callers that hold the join token: log the first
-// few of each kind per minute and count the rest, so that a loop of attempts cannot fill the
-// disk (issue #20).
-WarningLimiter& Refusals() {
-  static WarningLimiter* limiter = new WarningLimiter(absl::Minutes(1), 20);
-  return *limiter;
-}
-
-}  // namespace
 
 grpc::Status AgentServiceImpl::Register(grpc::ServerContext* context,
                                         const v1::RegisterRequest* request,
                                         v1::RegisterResponse* response) {
   if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kAgent,
-                                                  "AgentService/Register");
+                                                  "AgentService/Register", refusals_);
       !auth.ok()) {
     return auth;
   }
   absl::StatusOr<v1::RegisterResponse> r = cluster_.Register(*request);
   if (!r.ok()) {
     if (absl::IsPermissionDenied(r.status()) || absl::IsInvalidArgument(r.status())) {
-      Refusals().Warn("register", absl::StrCat("refused AgentService/Register from ",
-                                               context->peer(), ": ", r.status().message()));
+      // Refused registrations come from callers that hold the join token: counted, and logged
+      // within limits, so that a loop of attempts cannot fill the disk (issue #20).
+      const std::string peer = context->peer();
+      refusals_.Refuse(
+          security::Refusal::kRegistration, peer,
+          absl::StrCat("refused AgentService/Register from ", peer, ": ", r.status().message()));
     }
     return ToGrpcStatus(r.status());
   }
@@ -45,7 +37,7 @@ grpc::Status AgentServiceImpl::Heartbeat(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::AgentMessage>* stream) {
   if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kAgent,
-                                                  "AgentService/Heartbeat");
+                                                  "AgentService/Heartbeat", refusals_);
       !auth.ok()) {
     return auth;
   }
@@ -56,9 +48,12 @@ grpc::Status AgentServiceImpl::Heartbeat(
   if (!attached.ok()) {
     // Someone holding the join token tried to speak for a node it did not register.
     if (absl::IsPermissionDenied(attached.status()) || absl::IsAlreadyExists(attached.status())) {
-      Refusals().Warn("heartbeat",
-                      absl::StrCat("refused AgentService/Heartbeat from ", context->peer(), ": ",
-                                   attached.status().message()));
+      const std::string peer = context->peer();
+      refusals_.Refuse(absl::IsAlreadyExists(attached.status()) ? security::Refusal::kStreamInUse
+                                                                : security::Refusal::kNodeSecret,
+                       peer,
+                       absl::StrCat("refused AgentService/Heartbeat from ", peer, ": ",
+                                    attached.status().message()));
     }
     return ToGrpcStatus(attached.status());
   }

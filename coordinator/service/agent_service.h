@@ -15,8 +15,9 @@ class AgentServiceImpl final : public v1::AgentService::Service {
  public:
   // Register and Heartbeat need the join token when `tokens` has one.
   explicit AgentServiceImpl(Cluster& cluster,
-                            const security::TokenPolicy& tokens = security::OpenPolicy())
-      : cluster_(cluster), tokens_(tokens) {}
+                            const security::TokenPolicy& tokens = security::OpenPolicy(),
+                            security::Refusals& refusals = security::ProcessRefusals())
+      : cluster_(cluster), tokens_(tokens), refusals_(refusals) {}
 
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::RegisterResponse* response) override;
@@ -27,6 +28,7 @@ class AgentServiceImpl final : public v1::AgentService::Service {
  private:
   Cluster& cluster_;
   const security::TokenPolicy& tokens_;
+  security::Refusals& refusals_;  // refused calls: counted, and warned about within limits
 };
 
 }  // namespace ringmaster::coordinator

@@ -11,11 +11,12 @@
 
 namespace ringmaster::coordinator {
 
-CoordinatorServer::CoordinatorServer(Cluster& cluster, security::TokenPolicy tokens)
+CoordinatorServer::CoordinatorServer(Cluster& cluster, security::TokenPolicy tokens,
+                                     security::Refusals& refusals)
     : cluster_(cluster),
       tokens_(std::move(tokens)),
-      coordinator_service_(cluster, tokens_),
-      agent_service_(cluster, tokens_) {}
+      coordinator_service_(cluster, tokens_, refusals),
+      agent_service_(cluster, tokens_, refusals) {}
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const std::string& listen_address, Cluster& cluster, absl::Duration tick_every,
@@ -23,7 +24,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   if (security.credentials == nullptr) {
     return absl::InvalidArgumentError("CoordinatorServer: no server credentials");
   }
-  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(cluster, std::move(security.tokens)));
+  security::Refusals& refusals =
+      security.refusals != nullptr ? *security.refusals : security::ProcessRefusals();
+  std::unique_ptr<CoordinatorServer> s(
+      new CoordinatorServer(cluster, std::move(security.tokens), refusals));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen_address, security.credentials, &s->port_);
   builder.RegisterService(&s->coordinator_service_);

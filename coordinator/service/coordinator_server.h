@@ -19,15 +19,18 @@
 #include "coordinator/cluster/cluster.h"
 #include "coordinator/service/agent_service.h"
 #include "coordinator/service/coordinator_service.h"
+#include "security/refusals.h"
 #include "security/token_policy.h"
 
 namespace ringmaster::coordinator {
 
 // How the server is reached: its listening credentials (security::ServerCredentialsFor) and the
-// tokens calls must carry (a default TokenPolicy checks none).
+// tokens calls must carry (a default TokenPolicy checks none); where refused calls are counted
+// and limited (null: the process's, security::ProcessRefusals(), which /metrics shows).
 struct ServerSecurity {
   std::shared_ptr<grpc::ServerCredentials> credentials;
   security::TokenPolicy tokens;
+  security::Refusals* refusals = nullptr;
 };
 
 class CoordinatorServer {
@@ -48,7 +51,7 @@ class CoordinatorServer {
   void Wait();
 
  private:
-  CoordinatorServer(Cluster& cluster, security::TokenPolicy tokens);
+  CoordinatorServer(Cluster& cluster, security::TokenPolicy tokens, security::Refusals& refusals);
 
   Cluster& cluster_;
   const security::TokenPolicy tokens_;  // before the services, which hold a reference

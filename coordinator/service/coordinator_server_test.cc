@@ -267,9 +267,10 @@ TEST(CoordinatorServerTokensTest, CallsNeedTheirToken) {
   options.job.coordinator_address = "127.0.0.1:7070";
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Create(options, **db, clock);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
+  security::Refusals refusals;
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(
       "127.0.0.1:0", **cluster, absl::ZeroDuration(),
-      {grpc::InsecureServerCredentials(), TokenPolicy("join-secret", "submit-secret")});
+      {grpc::InsecureServerCredentials(), TokenPolicy("join-secret", "submit-secret"), &refusals});
   ASSERT_TRUE(server.ok()) << server.status();
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string((*server)->port()),
                                      grpc::InsecureChannelCredentials());
@@ -321,6 +322,11 @@ TEST(CoordinatorServerTokensTest, CallsNeedTheirToken) {
   SetDeadline(&read_none);
   EXPECT_EQ(coordinator->ListNodes(&read_none, v1::ListNodesRequest(), &nodes).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
+  // Every refusal is counted by reason: no token on a Register and a ListNodes; a wrong one on
+  // two Registers and a SubmitJob. The accepted calls count nothing.
+  EXPECT_EQ(refusals.count(security::Refusal::kMissingToken), 2u);
+  EXPECT_EQ(refusals.count(security::Refusal::kWrongToken), 3u);
+  EXPECT_EQ(refusals.count(security::Refusal::kRegistration), 0u);
   (*server)->Shutdown();
 }
 

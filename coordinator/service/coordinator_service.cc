@@ -32,7 +32,7 @@ grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext* context,
                                                const v1::SubmitJobRequest* request,
                                                v1::SubmitJobResponse* response) {
   if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kSubmit,
-                                                  "Coordinator/SubmitJob");
+                                                  "Coordinator/SubmitJob", refusals_);
       !auth.ok()) {
     return auth;
   }
@@ -42,8 +42,8 @@ grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext* context,
 grpc::Status CoordinatorServiceImpl::GetJob(grpc::ServerContext* context,
                                             const v1::GetJobRequest* request,
                                             v1::JobStatus* response) {
-  if (grpc::Status auth =
-          security::AuthorizeCall(tokens_, *context, security::Access::kRead, "Coordinator/GetJob");
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kRead,
+                                                  "Coordinator/GetJob", refusals_);
       !auth.ok()) {
     return auth;
   }
@@ -54,7 +54,7 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* context,
                                               const v1::ListJobsRequest* request,
                                               v1::ListJobsResponse* response) {
   if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kRead,
-                                                  "Coordinator/ListJobs");
+                                                  "Coordinator/ListJobs", refusals_);
       !auth.ok()) {
     return auth;
   }
@@ -65,7 +65,7 @@ grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext* context,
                                                const v1::CancelJobRequest* request,
                                                v1::JobStatus* response) {
   if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kSubmit,
-                                                  "Coordinator/CancelJob");
+                                                  "Coordinator/CancelJob", refusals_);
       !auth.ok()) {
     return auth;
   }
@@ -76,7 +76,7 @@ grpc::Status CoordinatorServiceImpl::GetLogs(grpc::ServerContext* context,
                                              const v1::GetLogsRequest* request,
                                              v1::GetLogsResponse* response) {
   if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kLogs,
-                                                  "Coordinator/GetLogs");
+                                                  "Coordinator/GetLogs", refusals_);
       !auth.ok()) {
     return auth;
   }
@@ -87,7 +87,7 @@ grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext* context,
                                                const v1::ListNodesRequest* request,
                                                v1::ListNodesResponse* response) {
   if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kRead,
-                                                  "Coordinator/ListNodes");
+                                                  "Coordinator/ListNodes", refusals_);
       !auth.ok()) {
     return auth;
   }
@@ -98,7 +98,7 @@ grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* context,
                                               const v1::WatchJobRequest* request,
                                               grpc::ServerWriter<v1::JobStatus>* writer) {
   if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kRead,
-                                                  "Coordinator/WatchJob");
+                                                  "Coordinator/WatchJob", refusals_);
       !auth.ok()) {
     return auth;
   }

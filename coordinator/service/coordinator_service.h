@@ -15,8 +15,9 @@ class CoordinatorServiceImpl final : public v1::Coordinator::Service {
  public:
   // Each call first checks its token against `tokens` (security/token_policy.h).
   explicit CoordinatorServiceImpl(Cluster& cluster,
-                                  const security::TokenPolicy& tokens = security::OpenPolicy())
-      : cluster_(cluster), tokens_(tokens) {}
+                                  const security::TokenPolicy& tokens = security::OpenPolicy(),
+                                  security::Refusals& refusals = security::ProcessRefusals())
+      : cluster_(cluster), tokens_(tokens), refusals_(refusals) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                          v1::SubmitJobResponse* response) override;
@@ -36,6 +37,7 @@ class CoordinatorServiceImpl final : public v1::Coordinator::Service {
  private:
   Cluster& cluster_;
   const security::TokenPolicy& tokens_;
+  security::Refusals& refusals_;  // refused calls: counted, and warned about within limits
 };
 
 }  // namespace ringmaster::coordinator

@@ -99,7 +99,9 @@ nlohmann::json InventoryToJson(const NodeInventory& inv) {
           {"rack", inv.rack},
           {"cpu_cores", inv.cpu_cores},
           {"gpus", gpus},
-          {"trainer_samples_per_second", inv.trainer_samples_per_second}};
+          {"trainer_samples_per_second", inv.trainer_samples_per_second},
+          {"host_memory_total_bytes", inv.host_memory_total_bytes},
+          {"host_memory_available_bytes", inv.host_memory_available_bytes}};
 }
 
 // Throws nlohmann::json::exception on a malformed document.
@@ -121,6 +123,9 @@ NodeInventory InventoryFromJson(const nlohmann::json& j) {
     inv.gpus.push_back(std::move(gpu));
   }
   inv.trainer_samples_per_second = j.at("trainer_samples_per_second").get<double>();
+  // Absent in rows written before agents reported host memory: not reported.
+  inv.host_memory_total_bytes = j.value("host_memory_total_bytes", uint64_t{0});
+  inv.host_memory_available_bytes = j.value("host_memory_available_bytes", uint64_t{0});
   return inv;
 }
 

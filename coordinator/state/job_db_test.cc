@@ -77,6 +77,8 @@ NodeRecord NewNode(std::string id, std::string name, int gpus) {
         GpuInfo{i, "Tesla P40", uint64_t{24} << 30, 6, 1, /*tensor_cores=*/false});
   }
   n.inventory.trainer_samples_per_second = 123.5;
+  n.inventory.host_memory_total_bytes = uint64_t{256} << 30;
+  n.inventory.host_memory_available_bytes = uint64_t{200} << 30;
   return n;
 }
 
@@ -199,6 +201,8 @@ TEST_F(JobDbTest, ReopeningTheFileRestoresEverything) {
   EXPECT_EQ(beta.inventory.gpus[1].ComputeCapability(), 61);
   EXPECT_FALSE(beta.inventory.gpus[1].tensor_cores);
   EXPECT_EQ(beta.inventory.trainer_samples_per_second, 123.5);
+  EXPECT_EQ(beta.inventory.host_memory_total_bytes, uint64_t{256} << 30);
+  EXPECT_EQ(beta.inventory.host_memory_available_bytes, uint64_t{200} << 30);
   EXPECT_EQ(beta.registered_at, nodes_before[1].registered_at);
 
   // Ids continue after the restart; they are never reused.

@@ -30,6 +30,10 @@ struct NodeInventory {
   // Samples/s of one trainer process on one of the node's devices (a GPU, or the whole CPU);
   // 0: not measured.
   double trainer_samples_per_second = 0;
+  // Host memory in bytes (RAM, or the agent's cgroup limit when lower) and what was available
+  // when the node registered; 0: not reported. CPU ranks must fit in the total.
+  uint64_t host_memory_total_bytes = 0;
+  uint64_t host_memory_available_bytes = 0;
 };
 
 }  // namespace ringmaster::coordinator

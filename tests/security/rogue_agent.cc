@@ -11,7 +11,10 @@
 //       registers NAME-0 .. NAME-(N-1), each with the largest inventory the caps allow;
 //   rogue_agent submit --job FILE [--request-id-bytes N] [--base-dir DIR | --base-dir-bytes N]
 //       submits FILE with an oversized or malformed field (submit token from
-//       RINGMASTER_TOKEN_FILE).
+//       RINGMASTER_TOKEN_FILE);
+//   rogue_agent calls --method register|list-nodes --repeat N [--token T | --token none]
+//       N calls in a row with the join token, T, or no token; prints "unauthenticated: K of N"
+//       and exits 0 when every one was refused with UNAUTHENTICATED, else 2.
 //
 // Connection: RINGMASTER_COORDINATOR, RINGMASTER_TLS_CA/_CERT/_KEY or
 // RINGMASTER_INSECURE_LOOPBACK=1 (as the CLI), the join token from RINGMASTER_JOIN_TOKEN_FILE.
@@ -174,6 +177,40 @@ int main(int argc, char** argv) {
     std::cout << "registered: " << resp.node_id() << std::endl;
     if (hold <= 0) return 0;
     return HoldStream(*stub, join, resp.node_id(), resp.node_secret(), hold);
+  }
+  if (mode == "calls") {
+    // A flood of calls the coordinator must refuse (a wrong or missing token), as fast as it
+    // answers, on one connection.
+    const int repeat = std::atoi(flags["--repeat"].c_str());
+    const std::string method = flags["--method"];
+    if (repeat < 1 || (method != "register" && method != "list-nodes")) {
+      std::cerr << "rogue_agent calls: needs --method register|list-nodes and --repeat N >= 1\n";
+      return 1;
+    }
+    std::string token = join;
+    if (flags.count("--token")) token = flags["--token"] == "none" ? "" : flags["--token"];
+    auto coordinator = v1::Coordinator::NewStub(*channel);
+    int unauthenticated = 0;
+    for (int i = 0; i < repeat; ++i) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      sec::AttachToken(&ctx, token);
+      grpc::Status s;
+      if (method == "register") {
+        v1::RegisterRequest req;
+        req.mutable_agent_version()->set_major(1);
+        req.mutable_inventory()->set_node_name("flood-" + std::to_string(i));
+        req.mutable_inventory()->add_addresses("127.0.0.1");
+        v1::RegisterResponse resp;
+        s = stub->Register(&ctx, req, &resp);
+      } else {
+        v1::ListNodesResponse resp;
+        s = coordinator->ListNodes(&ctx, v1::ListNodesRequest(), &resp);
+      }
+      if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED) ++unauthenticated;
+    }
+    std::cout << "unauthenticated: " << unauthenticated << " of " << repeat << std::endl;
+    return unauthenticated == repeat ? 0 : 2;
   }
   if (mode == "submit") {
     // A submit-token holder's oversized or malformed request: --job FILE, --request-id-bytes N

@@ -96,7 +96,9 @@ void DefineFlags(ringmaster::FlagSet& f) {
   f.Value("--input", "FILE.tsv", nullptr, "required", "sentences, TSV with a header line",
           {"predict"});
   f.Value("--output", "FILE", nullptr, "stdout", "where the predictions go", {"predict"});
-  f.Value("--max-len", "N", nullptr, "128", "tokens per row, [CLS] and [SEP] included (>= 2)",
+  f.Value("--max-len", "N", nullptr, "the length the model was trained with",
+          "tokens per row, [CLS] and [SEP] included (>= 2); the default is\n"
+          "tokenizer_config.json's model_max_length (128 when it has none)",
           {"predict"});
   f.Value("--vocab", "FILE", nullptr, "required", "a WordPiece vocab.txt", {"tokenize"});
   f.Value("--max-len", "N", nullptr, "512", "tokens per line, [CLS] and [SEP] included (>= 2)",
@@ -415,7 +417,10 @@ absl::Status Predict(const Args& a) {
     return absl::InvalidArgumentError("predict needs --model DIR and --input FILE");
   }
   RM_ASSIGN_OR_RETURN(rt::LoadedModel m, rt::LoadModelDir(a.values.at("--model")));
-  RM_ASSIGN_OR_RETURN(int max_len, IntFlag(a, "--max-len", 128, 2));
+  // The length the export recorded (tokenizer_config.json's model_max_length, where
+  // transformers truncates too), so that predict sees the rows as training did.
+  const int trained_len = m.model_max_length > 0 ? m.model_max_length : 128;
+  RM_ASSIGN_OR_RETURN(int max_len, IntFlag(a, "--max-len", trained_len, 2));
   max_len = std::min(max_len, m.config.max_position_embeddings);
   RM_ASSIGN_OR_RETURN(std::string out, rt::PredictFile(m, a.values.at("--input"), max_len));
   auto o = a.values.find("--output");

@@ -14,9 +14,12 @@
 namespace ringmaster::trainer::cuda {
 namespace {
 
-// Pooled buffers allocated up front: the most that are in use at once without prefetching (the
-// head kept between forward and backward, the unit being computed, one unit's gradients).
-constexpr int kInitialPool = 3;
+// Pooled buffers allocated up front: the most in use at once (the head kept between forward
+// and backward, the unit being computed, its gradients, the unit prefetched).
+constexpr int kInitialPool = 4;
+// Buffers the pool may add beyond those rather than make compute wait for communication still
+// reading a free one (gradients whose reduction is in flight).
+constexpr int kInFlightPool = 2;
 
 // Bytes a ring all-reduce of `floats` sends from each of g ranks: 2(g-1)/g of them.
 uint64_t AllReduceBytes(size_t floats, int g) {
@@ -46,6 +49,7 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
   }
   std::unique_ptr<CudaDataParallel> dp(new CudaDataParallel());
   dp->stream_ = stream;
+  dp->cur_ = stream;
   dp->n_ = layout.total;
   dp->comms_ = comms;
   dp->world_size_ = comms.world != nullptr ? comms.world->size() : 1;
@@ -57,6 +61,11 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
         "LOCAL_WORLD_SIZE must be the same on every node)");
   }
   dp->sharding_ = sharding;
+  if (dp->world_size_ > 1) {
+    RM_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&dp->comm_stream_, cudaStreamNonBlocking));
+    RM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&dp->to_comm_, cudaEventDisableTiming));
+    RM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&dp->to_compute_, cudaEventDisableTiming));
+  }
   dp->codec_ = dp->world_size_ == 1 ? WireCodec::kNone : compression.codec;
   dp->compression_ = compression;
   if (compression.powersgd && dp->world_size_ > 1 && sharding != Sharding::kNoShard && !hybrid) {
@@ -160,6 +169,8 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
   }
   const size_t U = dp->parts_.units.size();
   dp->gathered_.assign(U, nullptr);
+  dp->prefetched_.assign(U, false);
+  dp->ready_.assign(U, nullptr);
   dp->unit_grads_.assign(U, nullptr);
   if (sharding != Sharding::kNoShard) {
     std::vector<float*> warm;
@@ -175,6 +186,16 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
 
 CudaDataParallel::~CudaDataParallel() {
   for (const std::shared_ptr<Work>& w : pending_) w->Wait().IgnoreError();
+  if (comm_stream_ != nullptr) {
+    cudaStreamSynchronize(comm_stream_);
+    cudaStreamDestroy(comm_stream_);
+  }
+  for (cudaEvent_t e : {to_comm_, to_compute_}) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+  for (cudaEvent_t e : ready_) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
   for (void* p :
        {static_cast<void*>(full_params_), static_cast<void*>(full_grads_),
         static_cast<void*>(shard_params_), static_cast<void*>(shard_grads_),
@@ -211,10 +232,40 @@ absl::Status CudaDataParallel::Settle() {
   return status();
 }
 
+CudaDataParallel::CommPhase::CommPhase(CudaDataParallel* dp) : dp_(dp) {
+  if (dp_->comm_stream_ == nullptr) return;
+  ++dp_->phases_;
+  cudaError_t e = cudaEventRecord(dp_->to_comm_, dp_->stream_);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(dp_->comm_stream_, dp_->to_comm_, 0);
+  if (e != cudaSuccess) dp_->Fail(CudaStatus(e, "cudaStreamWaitEvent", __FILE__, __LINE__));
+  dp_->cur_ = dp_->comm_stream_;
+}
+
+CudaDataParallel::CommPhase::~CommPhase() { dp_->cur_ = dp_->stream_; }
+
+absl::Status CudaDataParallel::Join() {
+  if (joined_ == phases_) return absl::OkStatus();
+  RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(to_compute_, comm_stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, to_compute_, 0));
+  joined_ = phases_;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<float*> CudaDataParallel::Take() {
-  if (!pool_.empty()) {
-    float* p = pool_.back();
-    pool_.pop_back();
+  // Inside a comm phase any free buffer will do: the phase runs after the compute issued so far
+  // and after earlier phases. On the compute stream one no phase since the last join used, or
+  // else the compute stream joins first.
+  const bool comm = cur_ != stream_;
+  auto it = std::find_if(pool_.begin(), pool_.end(),
+                         [&](const auto& b) { return comm || b.second <= joined_; });
+  if (it == pool_.end() && !pool_.empty() &&
+      all_pooled_.size() >= static_cast<size_t>(kInitialPool + kInFlightPool)) {
+    RM_RETURN_IF_ERROR(Join());
+    it = pool_.begin();
+  }
+  if (it != pool_.end()) {
+    float* p = it->first;
+    pool_.erase(it);
     return p;
   }
   float* p = nullptr;
@@ -224,7 +275,7 @@ absl::StatusOr<float*> CudaDataParallel::Take() {
 }
 
 void CudaDataParallel::Give(float* p) {
-  if (p != nullptr) pool_.push_back(p);
+  if (p != nullptr) pool_.emplace_back(p, cur_ != stream_ ? phases_ : 0);
 }
 
 absl::StatusOr<size_t> CudaDataParallel::CommBegin() {
@@ -237,12 +288,12 @@ absl::StatusOr<size_t> CudaDataParallel::CommBegin() {
     }
     comm_events_.push_back(e);
   }
-  RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(comm_events_[comm_events_used_].first, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(comm_events_[comm_events_used_].first, cur_));
   return comm_events_used_++;
 }
 
 absl::Status CudaDataParallel::CommEnd(size_t timing) {
-  RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(comm_events_[timing].second, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(comm_events_[timing].second, cur_));
   return absl::OkStatus();
 }
 
@@ -278,6 +329,7 @@ size_t CudaDataParallel::pooled_bytes() const {
 }
 
 absl::Status CudaDataParallel::BeginStep() {
+  RM_RETURN_IF_ERROR(Join());
   if (full_grads_ != nullptr) {
     RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(full_grads_, 0, n_ * sizeof(float), stream_));
   }
@@ -299,7 +351,7 @@ absl::Status CudaDataParallel::GatherUnit(int unit, float* out) {
   const float* mine = shard_params_ + u.local;
   if (group_->size() == 1) {
     RM_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(out, mine, u.shard * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+        cudaMemcpyAsync(out, mine, u.shard * sizeof(float), cudaMemcpyDeviceToDevice, cur_));
     return absl::OkStatus();
   }
   comm_.gather_bytes += u.shard * sizeof(float) * static_cast<uint64_t>(group_->size() - 1);
@@ -311,7 +363,7 @@ absl::Status CudaDataParallel::ReduceScatterInto(int unit, const float* padded, 
   const UnitShard& u = parts_.units[unit];
   const int g = group_->size();
   if (g == 1) {
-    RM_CUDA_RETURN_IF_ERROR(AddInPlace(out, padded, u.shard, stream_));
+    RM_CUDA_RETURN_IF_ERROR(AddInPlace(out, padded, u.shard, cur_));
     return absl::OkStatus();
   }
   const uint64_t bytes = u.shard * sizeof(float) * static_cast<uint64_t>(g - 1);
@@ -321,7 +373,7 @@ absl::Status CudaDataParallel::ReduceScatterInto(int unit, const float* padded, 
     Issue([&] {
       return group_->ReduceScatterSumAsync(padded, reduced_, u.shard, DataType::kFloat32, stream());
     });
-    RM_CUDA_RETURN_IF_ERROR(AddInPlace(out, reduced_, u.shard, stream_));
+    RM_CUDA_RETURN_IF_ERROR(AddInPlace(out, reduced_, u.shard, cur_));
     return absl::OkStatus();
   }
   // Block r of the padded unit, encoded for rank r; each owner adds the g decoded blocks it
@@ -332,11 +384,11 @@ absl::Status CudaDataParallel::ReduceScatterInto(int unit, const float* padded, 
   for (int r = 0; r < g; ++r) {
     RM_CUDA_RETURN_IF_ERROR(WireEncode(codec_, padded + r * u.shard, u.shard,
                                        residual != nullptr ? residual + r * u.shard : nullptr,
-                                       send_ + r * stride_, stream_));
+                                       send_ + r * stride_, cur_));
   }
   Issue([&] { return group_->AllToAllAsync(send_, recv_, stride_, DataType::kBytes, stream()); });
   for (int r = 0; r < g; ++r) {
-    RM_CUDA_RETURN_IF_ERROR(WireDecodeAdd(codec_, recv_ + r * stride_, u.shard, out, stream_));
+    RM_CUDA_RETURN_IF_ERROR(WireDecodeAdd(codec_, recv_ + r * stride_, u.shard, out, cur_));
   }
   return absl::OkStatus();
 }
@@ -353,8 +405,7 @@ absl::Status CudaDataParallel::AllReduceGrads(Communicator& comm, float* data, s
   TwoStageStats stats;
   RM_ASSIGN_OR_RETURN(const size_t timing, CommBegin());
   RM_RETURN_IF_ERROR(DeviceTwoStageAllReduce(codec_, comm, data, n, residual,
-                                             /*skip_zero_chunks=*/true, *two_stage_, stream_,
-                                             &stats));
+                                             /*skip_zero_chunks=*/true, *two_stage_, cur_, &stats));
   RM_RETURN_IF_ERROR(CommEnd(timing));
   comm_.reduce_wire_bytes += stats.wire_bytes;
   return absl::OkStatus();
@@ -363,16 +414,60 @@ absl::Status CudaDataParallel::AllReduceGrads(Communicator& comm, float* data, s
 const float* CudaDataParallel::AcquireParams(int unit) {
   const UnitShard& u = parts_.units[unit];
   if (!sharded_params()) return full_params_ + u.begin;
-  if (gathered_[unit] != nullptr) return gathered_[unit];  // the head, kept for backward
+  if (gathered_[unit] != nullptr) {
+    // The head kept for backward, or a unit prefetched: its gather must be done first.
+    if (prefetched_[unit]) {
+      prefetched_[unit] = false;
+      if (cudaError_t e = cudaStreamWaitEvent(stream_, ready_[unit], 0); e != cudaSuccess) {
+        Fail(CudaStatus(e, "cudaStreamWaitEvent", __FILE__, __LINE__));
+      }
+    }
+  } else {
+    {
+      CommPhase phase(this);
+      absl::StatusOr<float*> buf = Take();
+      if (!buf.ok()) {
+        // The pass cannot stop here: it runs on in the spare buffer and the step reports this.
+        Fail(buf.status());
+        return spare_;
+      }
+      gathered_[unit] = *buf;
+      if (absl::Status s = GatherUnit(unit, *buf); !s.ok()) Fail(s);
+    }
+    if (absl::Status s = Join(); !s.ok()) Fail(s);  // the compute reads the unit next
+  }
+  // Gather the next unit while this one computes (FSDP's forward and backward prefetch): in
+  // backward (units in reverse) its gather then does not wait behind this unit's reduction.
+  if (backward_) {
+    if (training_ && unit > 0) Prefetch(unit - 1);
+  } else if (unit + 1 < static_cast<int>(parts_.units.size())) {
+    Prefetch(unit + 1);
+  }
+  return gathered_[unit];
+}
+
+void CudaDataParallel::Prefetch(int unit) {
+  if (gathered_[unit] != nullptr) return;
+  if (ready_[unit] == nullptr) {
+    if (cudaError_t e = cudaEventCreateWithFlags(&ready_[unit], cudaEventDisableTiming);
+        e != cudaSuccess) {
+      Fail(CudaStatus(e, "cudaEventCreateWithFlags", __FILE__, __LINE__));
+      return;
+    }
+  }
+  CommPhase phase(this);
   absl::StatusOr<float*> buf = Take();
   if (!buf.ok()) {
-    // The pass cannot stop here: it runs on in the spare buffer and the step reports this.
     Fail(buf.status());
-    return spare_;
+    return;
   }
   gathered_[unit] = *buf;
-  if (absl::Status s = GatherUnit(unit, *buf); !s.ok()) Fail(s);
-  return gathered_[unit];
+  prefetched_[unit] = true;
+  absl::Status s = GatherUnit(unit, *buf);
+  if (cudaError_t e = cudaEventRecord(ready_[unit], cur_); s.ok() && e != cudaSuccess) {
+    s = CudaStatus(e, "cudaEventRecord", __FILE__, __LINE__);
+  }
+  if (!s.ok()) Fail(s);
 }
 
 void CudaDataParallel::ReleaseParams(int unit) {
@@ -401,15 +496,19 @@ float* CudaDataParallel::AcquireGrads(int unit) {
 
 void CudaDataParallel::GradsDone(int unit) {
   const UnitShard& u = parts_.units[unit];
+  if (sharding_ == Sharding::kNoShard && (!last_micro_ || world_size_ == 1 || PowerSgdNow())) {
+    return;  // nothing to reduce now (PowerSGD: in Reduce)
+  }
+  if (sharding_ == Sharding::kShardGradOp && !last_micro_) return;
+  // The reduction overlaps the backward of the units before this one; Reduce joins.
+  CommPhase phase(this);
   absl::Status s;
   switch (sharding_) {
     case Sharding::kNoShard:
-      if (!last_micro_ || world_size_ == 1 || PowerSgdNow()) return;  // PowerSGD: in Reduce
       s = AllReduceGrads(*comms_.world, full_grads_ + u.begin, u.numel,
                          residual_ag_ != nullptr ? residual_ag_ + u.begin : nullptr);
       break;
     case Sharding::kShardGradOp: {
-      if (!last_micro_) return;
       absl::StatusOr<float*> buf = Take();
       if (!buf.ok()) {
         Fail(buf.status());
@@ -417,9 +516,9 @@ void CudaDataParallel::GradsDone(int unit) {
       }
       const size_t padded = parts_.padded(unit);
       cudaError_t e = cudaMemcpyAsync(*buf, full_grads_ + u.begin, u.numel * sizeof(float),
-                                      cudaMemcpyDeviceToDevice, stream_);
+                                      cudaMemcpyDeviceToDevice, cur_);
       if (e == cudaSuccess && padded > u.numel) {
-        e = cudaMemsetAsync(*buf + u.numel, 0, (padded - u.numel) * sizeof(float), stream_);
+        e = cudaMemsetAsync(*buf + u.numel, 0, (padded - u.numel) * sizeof(float), cur_);
       }
       s = e == cudaSuccess ? ReduceScatterInto(unit, *buf, shard_grads_ + u.local)
                            : CudaStatus(e, "cudaMemcpyAsync", __FILE__, __LINE__);
@@ -449,6 +548,7 @@ void CudaDataParallel::RunEmptyForward(int num_units) {
 
 absl::StatusOr<ReducedStep> CudaDataParallel::Reduce(double local_loss, float flag) {
   RM_RETURN_IF_ERROR(status());
+  RM_RETURN_IF_ERROR(Join());  // the reductions of backward are done before anything reads them
   const bool hybrid = sharding_ == Sharding::kHybridShard;
   if (sharding_ == Sharding::kNoShard && world_size_ > 1 && PowerSgdNow()) {
     RM_RETURN_IF_ERROR(PowerSgdAllReduce(*comms_.world, full_grads_, n_));
@@ -524,7 +624,7 @@ absl::Status CudaDataParallel::PublishShards() {
     s = GatherUnit(unit, buf);
     if (!s.ok()) break;
     if (cudaError_t e = cudaMemcpyAsync(full_params_ + u.begin, buf, u.numel * sizeof(float),
-                                        cudaMemcpyDeviceToDevice, stream_);
+                                        cudaMemcpyDeviceToDevice, cur_);
         e != cudaSuccess) {
       s = CudaStatus(e, "cudaMemcpyAsync", __FILE__, __LINE__);
     }
@@ -542,7 +642,7 @@ absl::Status CudaDataParallel::PowerSgdAllReduce(Communicator& comm, float* data
       [&](float* d, size_t n) {
         return comm.AllReduceSumAsync(d, n, DataType::kFloat32, stream())->Wait();
       },
-      stream_));
+      cur_));
   return CommEnd(timing);
 }
 
@@ -557,6 +657,7 @@ absl::Status CudaDataParallel::Update(int64_t step, double lr, const AdamWOption
 }
 
 absl::Status CudaDataParallel::AllReduceWorld(std::vector<float>* values) {
+  RM_RETURN_IF_ERROR(Join());
   if (world_size_ == 1 || values->empty()) return absl::OkStatus();
   const size_t need = values->size() * sizeof(float);
   RM_RETURN_IF_ERROR(ReserveSmall(need));
@@ -569,12 +670,14 @@ absl::Status CudaDataParallel::AllReduceWorld(std::vector<float>* values) {
 }
 
 absl::Status CudaDataParallel::Barrier() {
+  RM_RETURN_IF_ERROR(Join());
   if (world_size_ == 1) return absl::OkStatus();
   Keep(comms_.world->BarrierAsync(stream()));
   return Settle();
 }
 
 absl::Status CudaDataParallel::GatherFullParams(std::vector<float>* out) {
+  RM_RETURN_IF_ERROR(Join());
   out->assign(n_, 0.0f);
   if (!sharded_params()) {
     RM_RETURN_IF_ERROR(CopyToHost(out->data(), full_params_, n_, stream_));

@@ -26,11 +26,21 @@
 // `powersgd_start_step` steps: no_shard's whole gradient after backward, hybrid_shard's shard
 // gradients across nodes.
 //
-// Streams: everything, collectives included, is enqueued on the one stream given, so every
-// operation is ordered after what it reads and before what reads it, and the host never waits
-// for a collective it issues. Their Works are kept and settled (waited for, errors surfaced) at
-// the step's reduction and the other host synchronisation points. Communication does not
-// overlap compute yet: that needs a second stream and events (issue #19, item 3).
+// Streams: compute is enqueued on the stream given; with several ranks, the gradient
+// reductions of backward and the all-gathers of full_shard's units run on a communication
+// stream of their own, so a unit's reduction overlaps the backward of the units before it.
+// Each such "comm phase" first makes the communication stream wait for the compute issued so far
+// (an event); the compute stream waits for the communication stream (a "join") only where it
+// reads what communication wrote: a gathered unit at once, the reduced gradients at Reduce, and a
+// pooled buffer communication still uses. Collectives outside phases (Reduce's sums,
+// shard_grad_op's publishing, checkpoints) run on the compute stream after a join. So every
+// collective of the communicator is ordered after the previous one on the device, as NCCL needs.
+// The host never waits for a collective it issues: their Works are kept and settled (waited for,
+// errors surfaced) at the step's reduction and the other host synchronisation points. Checked under
+// the emulator's lazy streams (docs/cuda.md), which run a stream's work only when something waits
+// for it, so a missing wait gives wrong gradients there. full_shard and hybrid_shard gather the
+// next unit while the current one computes, in forward and in backward (FSDP's prefetch: one
+// more pooled buffer in use).
 //
 // Errors inside a pass (UnitAccess cannot return one) are kept: status() and the next
 // reduction report the first.
@@ -136,9 +146,9 @@ class CudaDataParallel : public UnitAccess<float> {
   absl::Status LoadFrom(const std::vector<float>& params, const std::vector<float>& exp_avg,
                         const std::vector<float>& exp_avg_sq);
 
-  // GPU time inside collectives (CUDA events around each on the stream): the collectives
-  // completed by the last Reduce since the one before it, and since the start. All of it is
-  // exposed: the collectives share the compute stream.
+  // GPU time inside collectives (CUDA events around each on the stream it runs on): the
+  // collectives completed by the last Reduce since the one before it, and since the start. The
+  // reductions of backward run on the communication stream, so part of it overlaps compute.
   double last_comm_seconds() const { return last_comm_seconds_; }
   double comm_seconds_total() const { return comm_seconds_total_; }
 
@@ -157,7 +167,18 @@ class CudaDataParallel : public UnitAccess<float> {
   bool sharded_params() const {
     return sharding_ == Sharding::kFullShard || sharding_ == Sharding::kHybridShard;
   }
-  CommStream stream() const { return CommStream(stream_); }
+  CommStream stream() const { return CommStream(cur_); }
+  // A comm phase: from construction, collective work is enqueued on the communication stream,
+  // after the compute issued so far; on destruction back to the compute stream (no join).
+  class CommPhase {
+   public:
+    explicit CommPhase(CudaDataParallel* dp);
+    ~CommPhase();
+
+   private:
+    CudaDataParallel* dp_;
+  };
+  absl::Status Join();  // the compute stream waits for the communication issued so far
   void Fail(const absl::Status& s);
   void Keep(std::shared_ptr<Work> w) { pending_.push_back(std::move(w)); }
   // Issues a collective (Keep's its Work) between two timing events on the stream.
@@ -168,6 +189,7 @@ class CudaDataParallel : public UnitAccess<float> {
   absl::StatusOr<float*> Take();   // a pooled buffer of max_padded_ floats
   void Give(float* p);             // back to the pool (stream order keeps reuse safe)
   absl::Status GatherUnit(int unit, float* out);  // all-gather unit's shards into `out` (padded)
+  void Prefetch(int unit);  // gathers `unit` on the communication stream ahead of its use
   absl::Status ReduceScatterInto(int unit, const float* padded, float* out);
   // shard_grad_op: all-gathers every unit's shard into the full parameters (collective).
   absl::Status PublishShards();
@@ -180,7 +202,12 @@ class CudaDataParallel : public UnitAccess<float> {
   DataParallelComms comms_;
   Communicator* group_ = nullptr;  // the shard group: world, or intra under hybrid_shard
   int world_size_ = 1;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;       // compute
+  cudaStream_t comm_stream_ = nullptr;  // communication (world > 1)
+  cudaStream_t cur_ = nullptr;          // where collective work goes now: one of the two
+  cudaEvent_t to_comm_ = nullptr, to_compute_ = nullptr;
+  uint64_t phases_ = 0,
+           joined_ = 0;  // comm phases begun; the last one the compute stream waited for
   size_t n_ = 0;
   UnitShards parts_;
   size_t local_total_ = 0, max_padded_ = 0;
@@ -214,8 +241,14 @@ class CudaDataParallel : public UnitAccess<float> {
   size_t small_bytes_ = 0;
   size_t persistent_bytes_ = 0;
 
-  std::vector<float*> pool_, all_pooled_;
+  // Free pooled buffers, each with the comm phase that last used it (0: none since a join).
+  std::vector<std::pair<float*, uint64_t>> pool_;
+  std::vector<float*> all_pooled_;
   std::vector<float*> gathered_, unit_grads_;  // per unit: pooled buffers in use
+  // Prefetch (full_shard, hybrid_shard): a unit gathered ahead on the communication stream, and
+  // the event its gather recorded there, which the compute stream waits for.
+  std::vector<bool> prefetched_;
+  std::vector<cudaEvent_t> ready_;
   std::vector<std::shared_ptr<Work>> pending_;
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> comm_events_;
   size_t comm_events_used_ = 0;

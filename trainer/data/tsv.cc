@@ -286,9 +286,14 @@ absl::Status TsvLineParser::Feed(absl::string_view line, std::optional<Row>* row
   }
   // A line inside a quoted CSV field is content, blank or not.
   if (in_record()) return FeedCsv(line, row);
-  // Blank lines are tolerated only as trailing padding (editors add them); one in the middle
-  // would otherwise be a silently dropped or empty example.
-  if (line.empty()) {
+  // In a prediction input of one column, a blank line is a row: the empty sentence, which is
+  // predicted as transformers would ([CLS] [SEP]), so that the output keeps one line per input
+  // line.
+  const bool blank_is_row = line.empty() && have_header_ && mode_ == LabelMode::kOptional &&
+                            num_columns_ == 1 && format_ != DataFormat::kJsonl;
+  // Otherwise blank lines are tolerated only as trailing padding (editors add them); one in the
+  // middle would be a silently dropped or empty example.
+  if (line.empty() && !blank_is_row) {
     if (pending_blank_ == 0) pending_blank_ = line_no_;
     return absl::OkStatus();
   }

@@ -74,7 +74,8 @@ absl::StatusOr<std::vector<Example>> ReadTsv(const std::string& path, int num_la
 
 // The same for prediction inputs, where the number of labels is not known: only "sentence" is
 // required. When a "label" column exists it must hold finite numbers (kept as they are, so a
-// caller can score predictions); when it does not, every label is 0.
+// caller can score predictions); when it does not, every label is 0. In an input of one column
+// (TSV or CSV) every line after the header is a row, a blank one the empty sentence.
 absl::StatusOr<std::vector<Example>> ReadTsvForPredict(const std::string& path);
 
 // The same two on file contents already in memory; `source` stands for the path in errors.

@@ -170,6 +170,30 @@ TEST(ReadTsvForPredict, LabelColumnIsOptional) {
   ExpectError(ReadTsvForPredict(badlabel), badlabel, 2, "not a finite number");
 }
 
+// In a one-column prediction input a blank line is the empty sentence (predicted as [CLS] [SEP]),
+// trailing ones included: one output line per input line. With more columns, or when training,
+// a blank line in the middle is still an error.
+TEST(ReadTsvForPredict, BlankLineInOneColumnIsTheEmptySentence) {
+  std::string p = WriteTmp("pred_blank.tsv", "sentence\nhello\n\r\nworld\n\n");
+  auto r = ReadTsvForPredict(p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 4u);
+  EXPECT_EQ((*r)[0].sentence, "hello");
+  EXPECT_EQ((*r)[1].sentence, "");
+  EXPECT_EQ((*r)[2].sentence, "world");
+  EXPECT_EQ((*r)[3].sentence, "");
+  std::string c = WriteTmp("pred_blank.csv", "sentence\nhello\n\nworld\n");
+  auto s = ReadTableForPredict(c, TableOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 3u);
+  EXPECT_EQ((*s)[1].sentence, "");
+
+  std::string two = WriteTmp("pred_blank2.tsv", "sentence\tid\nhello\t0\n\nworld\t1\n");
+  ExpectError(ReadTsvForPredict(two), two, 3, "empty line");
+  std::string train = WriteTmp("train_blank.tsv", "sentence\tlabel\nhello\t0\n\nworld\t1\n");
+  ExpectError(ReadTsv(train, 2), train, 3, "empty line");
+}
+
 TEST(ParseTsv, InMemoryMatchesTheFileReader) {
   auto r = ParseTsv("sentence\tlabel\nfine\t1\nbad\t0\n", "mem.tsv", 2);
   ASSERT_TRUE(r.ok()) << r.status();

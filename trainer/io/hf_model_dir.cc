@@ -16,7 +16,9 @@
 #include "common/file_util.h"
 #include "common/open_beneath.h"
 #include "common/status_macros.h"
+#include "trainer/io/hf_tokenizer_files.h"
 #include "trainer/io/safetensors.h"
+#include "trainer/text/wordpiece.h"
 
 namespace ringmaster::trainer {
 
@@ -63,39 +65,10 @@ absl::Status RemoveAll(const std::string& path) {
   return absl::OkStatus();
 }
 
-std::string TokenizerConfigJson(const BertConfig& config, bool do_lower_case) {
-  nlohmann::ordered_json j;
-  j["clean_up_tokenization_spaces"] = true;
-  j["cls_token"] = "[CLS]";
-  j["do_basic_tokenize"] = true;
-  j["do_lower_case"] = do_lower_case;
-  j["mask_token"] = "[MASK]";
-  j["model_max_length"] = config.max_position_embeddings;
-  j["never_split"] = nullptr;
-  j["pad_token"] = "[PAD]";
-  j["sep_token"] = "[SEP]";
-  // null = follow do_lower_case, which is what BertTokenizer does by default.
-  j["strip_accents"] = nullptr;
-  j["tokenize_chinese_chars"] = true;
-  j["tokenizer_class"] = "BertTokenizer";
-  j["unk_token"] = "[UNK]";
-  return j.dump(2) + "\n";
-}
-
-std::string SpecialTokensMapJson() {
-  nlohmann::ordered_json j;
-  j["cls_token"] = "[CLS]";
-  j["mask_token"] = "[MASK]";
-  j["pad_token"] = "[PAD]";
-  j["sep_token"] = "[SEP]";
-  j["unk_token"] = "[UNK]";
-  return j.dump(2) + "\n";
-}
-
 // Writes all files of the export into `tmp` (which exists and is empty).
 absl::Status WriteExportFiles(const std::string& parent, const std::string& tmp,
                               const BertConfig& config, const ParamLayout& layout,
-                              const float* params, const std::string& vocab) {
+                              const float* params, const HfTokenizerExport& tok) {
   RM_RETURN_IF_ERROR(
       WriteFileAtomicBeneath(parent, tmp + "/config.json", BertConfigToJson(config)));
   std::vector<TensorToWrite> tensors;
@@ -106,15 +79,102 @@ absl::Status WriteExportFiles(const std::string& parent, const std::string& tmp,
   // transformers refuses a safetensors checkpoint whose metadata lacks "format" (it tells the
   // loader which framework's layout the tensors are in).
   RM_RETURN_IF_ERROR(WriteSafetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}}));
-  RM_RETURN_IF_ERROR(WriteFileAtomicBeneath(parent, tmp + "/vocab.txt", vocab));
+  RM_RETURN_IF_ERROR(WriteFileAtomicBeneath(parent, tmp + "/vocab.txt", tok.vocab_text));
+  const int max_len =
+      tok.model_max_length > 0 ? tok.model_max_length : config.max_position_embeddings;
+  RM_RETURN_IF_ERROR(WriteFileAtomicBeneath(parent, tmp + "/tokenizer_config.json",
+                                            TokenizerConfigJson(tok.do_lower_case, max_len)));
+  RM_RETURN_IF_ERROR(
+      WriteFileAtomicBeneath(parent, tmp + "/special_tokens_map.json", SpecialTokensMapJson()));
+  // tokenizer.json lists the tokens by id: read them as the trainer's tokenizer does.
+  RM_ASSIGN_OR_RETURN(
+      WordPieceTokenizer wp,
+      WordPieceTokenizer::FromVocabText(tok.vocab_text, tok.do_lower_case, tmp + "/vocab.txt"));
+  std::vector<std::string> tokens;
+  tokens.reserve(static_cast<size_t>(wp.vocab_size()));
+  for (int32_t i = 0; i < wp.vocab_size(); ++i) tokens.push_back(wp.token(i));
+  return WriteFileAtomicBeneath(parent, tmp + "/tokenizer.json",
+                                TokenizerJson(tokens, tok.do_lower_case));
+}
+
+// For a sentence-transformers model (DIR/modules.json): *model_dir becomes the folder of its
+// Transformer module and *note names the modules that are not used. Nothing changes without
+// modules.json.
+absl::Status ResolveSentenceTransformers(const std::string& dir, std::string* model_dir,
+                                         std::string* note) {
+  const std::string modules_path = dir + "/modules.json";
+  std::error_code ec;
+  if (!fs::exists(modules_path, ec)) return absl::OkStatus();
+  RM_ASSIGN_OR_RETURN(std::string text, ReadFile(modules_path, kMaxJsonBytes));
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(modules_path, ": not a JSON list of modules (sentence-transformers)"));
+  }
+  std::string transformer;
+  bool have_transformer = false;
+  std::vector<std::string> replaced;
+  for (const nlohmann::json& m : j) {
+    if (!m.is_object() || !m.contains("type") || !m["type"].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(modules_path, ": a module without a \"type\": ", m.dump()));
+    }
+    const std::string type = m["type"].get<std::string>();
+    const std::string path = m.value("path", std::string());
+    if (absl::EndsWith(type, ".Transformer") && !have_transformer) {
+      have_transformer = true;
+      transformer = path;
+      continue;
+    }
+    std::string what = type.substr(type.rfind('.') + 1);
+    if (absl::EndsWith(type, ".Pooling")) {
+      // Name the pooling mode the model was trained with: the head below reads [CLS] instead.
+      absl::StatusOr<std::string> pc = ReadFile(absl::StrCat(dir, "/", path, "/config.json"));
+      const nlohmann::json p =
+          pc.ok() ? nlohmann::json::parse(*pc, nullptr, false) : nlohmann::json();
+      if (p.is_object()) {
+        for (const char* mode : {"mean_tokens", "cls_token", "max_tokens", "mean_sqrt_len_tokens",
+                                 "weightedmean_tokens", "lasttoken"}) {
+          if (p.value(absl::StrCat("pooling_mode_", mode), false)) {
+            what = absl::StrCat(mode, " pooling");
+            break;
+          }
+        }
+      }
+    }
+    replaced.push_back(absl::StrCat(what, path.empty() ? "" : absl::StrCat(" (", path, ")")));
+  }
+  if (!have_transformer) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(modules_path, ": no module of type sentence_transformers.models.Transformer"));
+  }
+  *note = absl::StrCat(dir, " is a sentence-transformers model: its transformer (",
+                       transformer.empty() ? "the folder itself" : transformer + "/",
+                       ") is fine-tuned; ",
+                       replaced.empty() ? "the classification head reads the pooled [CLS]"
+                                        : absl::StrCat(absl::StrJoin(replaced, ", "),
+                                                       " replaced by the classification head "
+                                                       "(pooler + classifier over [CLS])"));
+  // Last: `model_dir` may be `dir` itself.
+  *model_dir = transformer.empty() ? dir : absl::StrCat(dir, "/", transformer);
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<HfModel> LoadHfModelDir(const std::string& dir, int num_labels_override,
+absl::StatusOr<HfModel> LoadHfModelDir(const std::string& given_dir, int num_labels_override,
                                        uint64_t seed) {
+  std::string dir = StripTrailingSlashes(given_dir);
+  std::string note;
+  RM_RETURN_IF_ERROR(ResolveSentenceTransformers(dir, &dir, &note));
   const std::string config_path = dir + "/config.json";
+  std::error_code exists_ec;
+  if (!fs::exists(config_path, exists_ec)) {
+    return absl::NotFoundError(
+        absl::StrCat(config_path,
+                     ": no such file (a Hugging Face model directory needs config.json and "
+                     "model.safetensors; a sentence-transformers one, modules.json)"));
+  }
   RM_ASSIGN_OR_RETURN(std::string config_text, ReadFile(config_path, kMaxJsonBytes));
   RM_ASSIGN_OR_RETURN(BertConfig config, ParseBertConfigJson(config_text, config_path));
   if (num_labels_override > 0 && num_labels_override != config.num_labels) {
@@ -139,6 +199,8 @@ absl::StatusOr<HfModel> LoadHfModelDir(const std::string& dir, int num_labels_ov
   RM_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsReader> reader, SafetensorsReader::Open(st_path));
 
   HfModel m;
+  m.dir = dir;
+  m.note = note;
   m.config = config;
   m.layout = MakeBertParamLayout(config);
   const ParamLayout& layout = m.layout;
@@ -212,9 +274,19 @@ absl::StatusOr<HfModel> LoadHfModelDir(const std::string& dir, int num_labels_ov
   return m;
 }
 
-absl::Status ExportHfModelDir(const std::string& dir_in, const BertConfig& config,
+absl::Status ExportHfModelDir(const std::string& dir, const BertConfig& config,
                               const ParamLayout& layout, const float* params,
                               const std::string& vocab_path, bool do_lower_case,
+                              const std::map<std::string, std::string>& extra_files) {
+  HfTokenizerExport tok;
+  RM_ASSIGN_OR_RETURN(tok.vocab_text, ReadFile(vocab_path));
+  tok.do_lower_case = do_lower_case;
+  return ExportHfModelDir(dir, config, layout, params, tok, extra_files);
+}
+
+absl::Status ExportHfModelDir(const std::string& dir_in, const BertConfig& config,
+                              const ParamLayout& layout, const float* params,
+                              const HfTokenizerExport& tokenizer,
                               const std::map<std::string, std::string>& extra_files) {
   const std::string dir = StripTrailingSlashes(dir_in);
   RM_RETURN_IF_ERROR(ValidateBertConfig(config, absl::StrCat(dir, "/config.json")));
@@ -235,7 +307,6 @@ absl::Status ExportHfModelDir(const std::string& dir_in, const BertConfig& confi
           " but the config implies '", a.name, "' ", ShapeString(a.shape)));
     }
   }
-  RM_ASSIGN_OR_RETURN(std::string vocab, ReadFile(vocab_path));
 
   const fs::path target(dir);
   std::string parent = target.parent_path().string();
@@ -248,14 +319,7 @@ absl::Status ExportHfModelDir(const std::string& dir_in, const BertConfig& confi
   // created in a directory made and reached without following links.
   RM_RETURN_IF_ERROR(MakeDirsBeneath(parent, tmp));
 
-  absl::Status s = WriteExportFiles(parent, tmp, config, layout, params, vocab);
-  if (s.ok()) {
-    s = WriteFileAtomicBeneath(parent, tmp + "/tokenizer_config.json",
-                               TokenizerConfigJson(config, do_lower_case));
-  }
-  if (s.ok()) {
-    s = WriteFileAtomicBeneath(parent, tmp + "/special_tokens_map.json", SpecialTokensMapJson());
-  }
+  absl::Status s = WriteExportFiles(parent, tmp, config, layout, params, tokenizer);
   for (const auto& [name, contents] : extra_files) {
     if (s.ok()) s = WriteFileAtomicBeneath(parent, absl::StrCat(tmp, "/", name), contents);
   }

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "trainer/io/hf_tokenizer_files.h"
 #include "trainer/io/safetensors.h"
 
 namespace ringmaster::trainer {
@@ -146,7 +147,7 @@ class HfModelDirTest : public ::testing::Test {
 TEST_F(HfModelDirTest, RoundTrip) {
   const std::string dir = Export("model");
   for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
-                        "special_tokens_map.json"}) {
+                        "special_tokens_map.json", "tokenizer.json"}) {
     EXPECT_TRUE(fs::is_regular_file(dir + "/" + f)) << f;
   }
   absl::StatusOr<HfModel> m = LoadHfModelDir(dir, 0, 7);
@@ -206,6 +207,89 @@ TEST_F(HfModelDirTest, TokenizerFiles) {
                                 {"unk_token", "[UNK]"}}));
   EXPECT_FALSE(ReadDoLowerCase(dir));
   EXPECT_TRUE(ReadDoLowerCase(Export("uncased", 1, /*lower=*/true)));
+}
+
+// The export's tokenizer.json lists vocab.txt's tokens by id with the casing, and a directory
+// holding only tokenizer.json reads back the same vocabulary; model_max_length is the length
+// given to the export.
+TEST_F(HfModelDirTest, TokenizerJsonRoundTrip) {
+  config_ = TinyConfig();
+  layout_ = MakeBertParamLayout(config_);
+  params_ = RandomParams(layout_, 1);
+  HfTokenizerExport tok;
+  tok.vocab_text = *ReadFile(vocab_path_);
+  tok.do_lower_case = false;
+  tok.model_max_length = 24;
+  const std::string dir = Dir("tj");
+  ASSERT_TRUE(ExportHfModelDir(dir, config_, layout_, params_.data(), tok).ok());
+  const nlohmann::json tj = nlohmann::json::parse(*ReadFile(dir + "/tokenizer.json"));
+  EXPECT_EQ(tj["model"]["type"], "WordPiece");
+  EXPECT_EQ(tj["model"]["vocab"]["cat"], 9);
+  EXPECT_EQ(tj["normalizer"]["lowercase"], false);
+  EXPECT_EQ(tj["post_processor"]["special_tokens"]["[SEP]"]["ids"], nlohmann::json({3}));
+  EXPECT_EQ(nlohmann::json::parse(*ReadFile(dir + "/tokenizer_config.json"))["model_max_length"],
+            24);
+
+  absl::StatusOr<HfTokenizerSource> from_txt = ReadHfTokenizer(dir);
+  ASSERT_TRUE(from_txt.ok()) << from_txt.status();
+  EXPECT_EQ(from_txt->vocab_path, dir + "/vocab.txt");
+  EXPECT_FALSE(from_txt->do_lower_case);
+  EXPECT_EQ(from_txt->model_max_length, 24);
+
+  fs::remove(dir + "/vocab.txt");
+  absl::StatusOr<HfTokenizerSource> from_json = ReadHfTokenizer(dir);
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  EXPECT_TRUE(from_json->vocab_path.empty());
+  EXPECT_EQ(from_json->source, dir + "/tokenizer.json");
+  EXPECT_FALSE(from_json->do_lower_case);
+  EXPECT_EQ(from_json->model_max_length, 24);
+  std::string joined;
+  for (const std::string& t : from_json->tokens) joined += t + "\n";
+  EXPECT_EQ(joined, *ReadFile(vocab_path_));
+
+  fs::remove(dir + "/tokenizer.json");
+  absl::StatusOr<HfTokenizerSource> none = ReadHfTokenizer(dir);
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(std::string(none.status().message()),
+              HasSubstr(dir + ": has neither vocab.txt nor tokenizer.json"));
+}
+
+// A sentence-transformers folder loads through its Transformer module, the same weights as the
+// module's folder alone, with a note naming the pooling that is replaced.
+TEST_F(HfModelDirTest, SentenceTransformersFolder) {
+  const std::string st = Dir("st");
+  fs::create_directories(st);
+  const std::string inner = Export("st/0_Transformer");
+  fs::create_directories(st + "/1_Pooling");
+  ASSERT_TRUE(
+      WriteFileAtomic(st + "/1_Pooling/config.json",
+                      R"({"pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true})")
+          .ok());
+  ASSERT_TRUE(WriteFileAtomic(st + "/modules.json", R"([
+    {"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"},
+    {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])")
+                  .ok());
+  absl::StatusOr<HfModel> m = LoadHfModelDir(st, 0, 7);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->dir, inner);
+  EXPECT_EQ(m->params, params_);
+  EXPECT_THAT(m->note, HasSubstr(st + " is a sentence-transformers model: its transformer "
+                                      "(0_Transformer/) is fine-tuned"));
+  EXPECT_THAT(m->note,
+              HasSubstr("mean_tokens pooling (1_Pooling) replaced by the classification head"));
+
+  absl::StatusOr<HfModel> plain = LoadHfModelDir(inner, 0, 7);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->note.empty());
+
+  ASSERT_TRUE(
+      WriteFileAtomic(st + "/modules.json", R"([{"path": "1_Pooling", "type": "x.Pooling"}])")
+          .ok());
+  m = LoadHfModelDir(st, 0, 7);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(
+      std::string(m.status().message()),
+      HasSubstr(st + "/modules.json: no module of type sentence_transformers.models.Transformer"));
 }
 
 TEST_F(HfModelDirTest, ReadDoLowerCaseDefaultsToTrue) {

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -41,7 +43,40 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// TensorBoard's default directory, <output.dir>/runs.
+bool IsDefaultTensorBoardDir(const JobSpec& job) {
+  return job.output.tensorboard_dir.empty() ||
+         fs::path(job.output.tensorboard_dir).lexically_normal() ==
+             (fs::path(job.output.dir) / "runs").lexically_normal();
+}
+
 }  // namespace
+
+std::string TensorBoardDir(const JobSpec& job) {
+  return job.output.tensorboard_dir.empty() ? (fs::path(job.output.dir) / "runs").string()
+                                            : job.output.tensorboard_dir;
+}
+
+std::vector<ScalarValue> TensorBoardScalars(const nlohmann::json& line) {
+  std::vector<ScalarValue> out;
+  // An evaluation line repeats its step's epoch: one train/epoch point a step is enough.
+  const bool eval = line.contains("eval_loss");
+  for (const auto& [key, value] : line.items()) {
+    if (key == "step" || (eval && key == "epoch") || !value.is_number()) continue;
+    std::string tag;
+    if (absl::StartsWith(key, "eval_")) {
+      tag = absl::StrCat("eval/", key.substr(5));
+    } else {
+      tag = absl::StrCat("train/", key == "lr" ? "learning_rate" : key);
+    }
+    out.push_back({std::move(tag), value.get<float>()});
+  }
+  return out;
+}
 
 absl::Status Diverged(const std::string& message) {
   absl::Status s = absl::InternalError(message);
@@ -128,7 +163,11 @@ absl::Status TrainLoop::StartOver() {
   if (leader()) {
     const std::vector<std::string> old = ListShardedCheckpoints(job_.output.dir);
     std::vector<std::string> removed;
-    for (const char* name : {"checkpoints", "final", "ranks", "metrics.jsonl"}) {
+    std::vector<std::string> names = {"checkpoints", "final", "ranks", "metrics.jsonl"};
+    // The default TensorBoard directory holds only this job's events files. One set elsewhere
+    // is left alone: the new file's SessionLog START hides the older steps from TensorBoard.
+    if (IsDefaultTensorBoardDir(job_)) names.push_back("runs");
+    for (const std::string& name : names) {
       std::error_code ec;
       if (!fs::exists(out / name, ec)) continue;
       fs::remove_all(out / name, ec);
@@ -268,12 +307,51 @@ absl::Status TrainLoop::Checkpoint() {
   return absl::OkStatus();
 }
 
-absl::Status TrainLoop::AppendMetrics(const nlohmann::json& line) {
+absl::Status TrainLoop::AppendMetrics(const nlohmann::json& line, std::vector<ScalarValue> extra) {
   if (!leader()) return absl::OkStatus();
   const std::string path = (fs::path(job_.output.dir) / "metrics.jsonl").string();
   // Below output.dir nothing is written through a link (issue #20): a metrics.jsonl planted as
   // a link to a file elsewhere is refused, not appended to.
-  return AppendFileBeneath(job_.output.dir, path, line.dump() + "\n");
+  RM_RETURN_IF_ERROR(AppendFileBeneath(job_.output.dir, path, line.dump() + "\n"));
+  if (tensorboard_ != nullptr) {
+    std::vector<ScalarValue> scalars = TensorBoardScalars(line);
+    for (ScalarValue& v : extra) scalars.push_back(std::move(v));
+    tensorboard_->AddScalars(line.at("step").get<int64_t>(), UnixNow(), scalars);
+    tensorboard_->Flush();
+  }
+  return absl::OkStatus();
+}
+
+void TrainLoop::OpenTensorBoard() {
+  if (!leader() || !job_.output.tensorboard) return;
+  const std::string dir = TensorBoardDir(job_);
+  // Below output.dir no link is followed (issue #20); elsewhere, under an agent's
+  // --allowed-root, the directory must lie below that root, as output.dir does.
+  std::string root;
+  const std::string rel = fs::path(dir).lexically_relative(job_.output.dir).string();
+  const char* allowed = std::getenv("RINGMASTER_ALLOWED_ROOT");
+  if (!rel.empty() && !absl::StartsWith(rel, "..")) {
+    root = job_.output.dir;
+  } else if (allowed != nullptr && *allowed != '\0') {
+    root = allowed;
+  }
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  absl::StatusOr<std::unique_ptr<TensorBoardWriter>> w =
+      TensorBoardWriter::Create(root, dir, UnixNow(), host);
+  if (!w.ok()) {
+    LogWarning(absl::StrCat("output.tensorboard: cannot write TensorBoard events in ", dir, ": ",
+                            w.status().message(),
+                            "; training goes on without them (metrics.jsonl has every figure)"));
+    return;
+  }
+  tensorboard_ = *std::move(w);
+  // A resumed run redoes the steps after its checkpoint: TensorBoard drops what the earlier
+  // files hold of them, as metrics.jsonl dropped their lines.
+  tensorboard_->AddSessionStart(step_ + 1, UnixNow());
+  tensorboard_->Flush();
+  LogInfo(absl::StrCat("TensorBoard events: ", tensorboard_->path(), " (tensorboard --logdir ", dir,
+                       ")"));
 }
 
 absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
@@ -307,7 +385,9 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
     if (!resumed_from_.empty()) LogInfo(resumed_from_);
     RM_RETURN_IF_ERROR(WriteFileAtomicBeneath(
         job_.output.dir, (fs::path(job_.output.dir) / "job.yaml").string(), JobSpecToYaml(job_)));
+    OpenTensorBoard();
   }
+  const int64_t start_step = step_, start_samples = samples_seen_;
   const int32_t pad = data_.pad_id;
   const int world = world_.world_size;
   const int accumulation = plan_.accumulation;
@@ -427,7 +507,11 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
               "step %d: fp16 gradients overflowed at loss scale %g; step skipped, scale halved",
               step_, sr.loss_scale));
         }
-        RM_RETURN_IF_ERROR(AppendMetrics(line));
+        // The whole job's samples over rank 0's step time, as TensorBoard's throughput.
+        const double step_seconds = SecondsSince(step_start);
+        RM_RETURN_IF_ERROR(AppendMetrics(
+            line, {{"train/samples_per_second",
+                    static_cast<float>(static_cast<double>(n_total) / step_seconds)}}));
         progress.Update(step_, sr.loss, lr, n_total);
         fig.step = step_;
         fig.loss = sr.loss;
@@ -504,6 +588,17 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
                           result.eval.loss, result.eval.accuracy, result.eval.examples),
           EvalFiguresText(result.eval)));
     }
+  }
+  if (tensorboard_ != nullptr && train_seconds > 0) {
+    // The HF Trainer's end-of-training figures, of this run (a resumed run's own steps).
+    const double steps = static_cast<double>(step_ - start_step);
+    const double samples = static_cast<double>(samples_seen_ - start_samples);
+    tensorboard_->AddScalars(
+        step_, UnixNow(),
+        {{"train/train_runtime", static_cast<float>(train_seconds)},
+         {"train/train_samples_per_second", static_cast<float>(samples / train_seconds)},
+         {"train/train_steps_per_second", static_cast<float>(steps / train_seconds)}});
+    tensorboard_->Flush();
   }
   if (!saved_at_step) RM_RETURN_IF_ERROR(Checkpoint());
   result.early_stopped = early_stopped_;

@@ -32,6 +32,7 @@
 #include "trainer/train/eval_metrics.h"
 #include "trainer/train/resume_policy.h"
 #include "trainer/train/step_engine.h"
+#include "trainer/train/tensorboard_writer.h"
 
 namespace ringmaster::trainer {
 
@@ -40,6 +41,14 @@ namespace ringmaster::trainer {
 void AddEvalFigures(const EvalResult& e, nlohmann::json* line);
 // The same for a log line: "; f1 0.8000, matthews_correlation 0.6000"; empty when none apply.
 std::string EvalFiguresText(const EvalResult& e);
+
+// Where the run's TensorBoard events go: output.tensorboard_dir, or by default <output.dir>/runs.
+std::string TensorBoardDir(const JobSpec& job);
+// A metrics.jsonl line's figures under the tags the HF Trainer gives them in TensorBoard:
+// eval_<x> is eval/<x>, lr is train/learning_rate, any other number <x> is train/<x>; "step",
+// an evaluation line's "epoch" (its step's line has it) and non-numbers (skipped: true) are left
+// out.
+std::vector<ScalarValue> TensorBoardScalars(const nlohmann::json& line);
 
 // A failure because training diverged (the loss or the gradient norm became NaN or inf), as
 // opposed to a broken peer or file: the same data and weights would diverge again, so a
@@ -152,8 +161,12 @@ class TrainLoop {
   // Export, the per-rank report, and the final barrier.
   absl::Status Finish(double train_seconds, TrainResult* result);
   bool leader() const { return world_.rank == 0; }
-  // One JSON line appended to output.dir/metrics.jsonl.
-  absl::Status AppendMetrics(const nlohmann::json& line);
+  // One JSON line appended to output.dir/metrics.jsonl; on rank 0 also its figures and `extra`
+  // as TensorBoard scalars at its step, flushed (a live TensorBoard sees each step).
+  absl::Status AppendMetrics(const nlohmann::json& line, std::vector<ScalarValue> extra = {});
+  // Rank 0, output.tensorboard: a new events file in TensorBoardDir, starting at step_ + 1.
+  // A directory that cannot be made or written is a warning: training goes on without it.
+  void OpenTensorBoard();
 
   JobSpec job_;
   LoopWorld world_;
@@ -174,6 +187,7 @@ class TrainLoop {
   // The best evaluation so far and the early-stopping count (recorded in checkpoints).
   BestModelTracker best_;
   bool early_stopped_ = false;  // early stopping ended training (recorded in checkpoints)
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0 with output.tensorboard; else null
   // Position.
   int64_t step_ = 0;
   int64_t skipped_steps_ = 0;  // fp16 steps whose update was skipped (this run)

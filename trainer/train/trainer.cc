@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "common/status_macros.h"
 #include "trainer/data/tsv.h"
 #include "trainer/io/hf_model_dir.h"
+#include "trainer/io/hf_tokenizer_files.h"
 #include "trainer/train/cpu_engine.h"
 
 namespace ringmaster::trainer {
@@ -74,6 +76,34 @@ absl::Status MakeOutputDir(const std::string& dir) {
 
 }  // namespace
 
+namespace {
+
+// The tokenizer of the model directory `dir` (vocab.txt, else tokenizer.json), recording where
+// it came from, its casing and its model_max_length in *m.
+absl::StatusOr<WordPieceTokenizer> LoadTokenizer(const std::string& dir, LoadedModel* m) {
+  RM_ASSIGN_OR_RETURN(HfTokenizerSource src, ReadHfTokenizer(dir));
+  m->vocab_path = src.source;
+  m->do_lower_case = src.do_lower_case;
+  m->model_max_length = src.model_max_length;
+  if (!src.vocab_path.empty()) {
+    return WordPieceTokenizer::FromVocabFile(src.vocab_path, src.do_lower_case);
+  }
+  return WordPieceTokenizer::FromVocabTokens(std::move(src.tokens), src.do_lower_case, src.source);
+}
+
+// vocab.txt's contents for an export: the file itself when the model had one, else the tokens
+// one per line.
+absl::StatusOr<std::string> VocabText(const LoadedModel& m) {
+  if (m.vocab_path.ends_with(".txt")) return ReadFile(m.vocab_path);
+  std::string text;
+  for (int32_t i = 0; i < m.tokenizer->vocab_size(); ++i) {
+    absl::StrAppend(&text, m.tokenizer->token(i), "\n");
+  }
+  return text;
+}
+
+}  // namespace
+
 TableOptions TableOptionsForJob(const JobSpec& job) {
   TableOptions o;
   o.format = job.data.format;
@@ -87,6 +117,7 @@ TableOptions TableOptionsForJob(const JobSpec& job) {
 absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir) {
   LoadedModel m;
   RM_ASSIGN_OR_RETURN(HfModel hf, LoadHfModelDir(dir, 0, 0));
+  if (!hf.note.empty()) LogInfo(hf.note);
   if (hf.classifier_initialized_fresh) {
     return absl::FailedPreconditionError(
         absl::StrCat(dir, ": has no trained classifier (classifier.weight/bias missing)"));
@@ -94,12 +125,9 @@ absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir) {
   m.config = hf.config;
   m.layout = std::move(hf.layout);
   m.params = std::move(hf.params);
-  m.vocab_path = (fs::path(dir) / "vocab.txt").string();
-  m.do_lower_case = ReadDoLowerCase(dir);
-  RM_ASSIGN_OR_RETURN(WordPieceTokenizer tok,
-                      WordPieceTokenizer::FromVocabFile(m.vocab_path, m.do_lower_case));
+  RM_ASSIGN_OR_RETURN(WordPieceTokenizer tok, LoadTokenizer(hf.dir, &m));
   m.tokenizer = std::make_unique<WordPieceTokenizer>(std::move(tok));
-  const std::string columns_path = (fs::path(dir) / kDataColumnsFile).string();
+  const std::string columns_path = (fs::path(hf.dir) / kDataColumnsFile).string();
   if (fs::exists(columns_path)) {
     RM_ASSIGN_OR_RETURN(std::string text, ReadFile(columns_path, 1 << 20));
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
@@ -166,17 +194,18 @@ absl::StatusOr<std::string> PredictFile(const LoadedModel& m, const std::string&
 absl::StatusOr<LoadedModel> LoadModelForJob(const JobSpec& job) {
   LoadedModel m;
   const ModelSpec& ms = job.model;
+  std::string hf_dir;  // init_from, or a sentence-transformers model's transformer folder
   if (!ms.init_from.empty()) {
     RM_ASSIGN_OR_RETURN(HfModel hf, LoadHfModelDir(ms.init_from, ms.num_labels, job.train.seed));
+    hf_dir = hf.dir;
     if (hf.classifier_initialized_fresh) {
       LogInfo(absl::StrCat(ms.init_from, ": classifier initialised fresh for ", ms.num_labels,
                            " labels"));
     }
+    if (!hf.note.empty()) LogInfo(hf.note);
     m.config = hf.config;
     m.layout = std::move(hf.layout);
     m.params = std::move(hf.params);
-    m.vocab_path = (fs::path(ms.init_from) / "vocab.txt").string();
-    m.do_lower_case = ReadDoLowerCase(ms.init_from);
     if (ms.hidden_dropout_prob) m.config.hidden_dropout_prob = *ms.hidden_dropout_prob;
     if (ms.attention_probs_dropout_prob) {
       m.config.attention_probs_dropout_prob = *ms.attention_probs_dropout_prob;
@@ -187,8 +216,13 @@ absl::StatusOr<LoadedModel> LoadModelForJob(const JobSpec& job) {
     m.vocab_path = ms.vocab;
     m.do_lower_case = ms.do_lower_case;
   }
-  RM_ASSIGN_OR_RETURN(WordPieceTokenizer tok,
-                      WordPieceTokenizer::FromVocabFile(m.vocab_path, m.do_lower_case));
+  std::optional<WordPieceTokenizer> loaded;
+  if (!ms.init_from.empty()) {
+    RM_ASSIGN_OR_RETURN(loaded, LoadTokenizer(hf_dir, &m));
+  } else {
+    RM_ASSIGN_OR_RETURN(loaded, WordPieceTokenizer::FromVocabFile(m.vocab_path, m.do_lower_case));
+  }
+  WordPieceTokenizer& tok = *loaded;
   if (ms.init_from.empty()) {
     if (m.config.vocab_size == 0) m.config.vocab_size = tok.vocab_size();
     m.config.pad_token_id = tok.special().pad;
@@ -265,6 +299,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   const bool leader = dist->rank() == 0;
   RM_ASSIGN_OR_RETURN(LoadedModel model, LoadModelForJob(job));
   const int max_len = std::min(job.data.max_seq_len, model.config.max_position_embeddings);
+  // The export's tokenizer: this vocabulary, truncating where training did.
+  HfTokenizerExport export_tokenizer;
+  RM_ASSIGN_OR_RETURN(export_tokenizer.vocab_text, VocabText(model));
+  export_tokenizer.do_lower_case = model.do_lower_case;
+  export_tokenizer.model_max_length = max_len;
   TrainData data;
   TableOptions table = TableOptionsForJob(job);
   {
@@ -339,10 +378,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
                                        .dump(2) +
                                    "\n";
   ExportModel export_model = [columns_json, config = model.config, layout = std::move(model.layout),
-                              vocab = model.vocab_path, lower = model.do_lower_case](
-                                 const std::string& dir, const float* params) {
-    return ExportHfModelDir(dir, config, layout, params, vocab, lower,
-                            {{kDataColumnsFile, columns_json}});
+                              tok = std::move(export_tokenizer)](const std::string& dir,
+                                                                 const float* params) {
+    return ExportHfModelDir(dir, config, layout, params, tok, {{kDataColumnsFile, columns_json}});
   };
   t->loop_ = std::make_unique<TrainLoop>(job, world, std::move(data), std::move(plan),
                                          std::move(engine), std::move(export_model));

@@ -33,8 +33,12 @@ struct LoadedModel {
   BertConfig config;
   ParamLayout layout;
   std::vector<float> params;
+  // Where the vocabulary came from (vocab.txt, or tokenizer.json), for messages.
   std::string vocab_path;
   bool do_lower_case = true;
+  // The directory's tokenizer_config.json model_max_length (for a run's final/, the length it
+  // was trained with); 0 when absent.
+  int model_max_length = 0;
   std::unique_ptr<WordPieceTokenizer> tokenizer;
   // The columns the model was trained on (its directory's kDataColumnsFile; the defaults when
   // absent), for predict.
@@ -57,7 +61,8 @@ TableOptions TableOptionsForJob(const JobSpec& job);
 
 // From the job's model section: init_from (HF dir) or config + vocab (random init).
 absl::StatusOr<LoadedModel> LoadModelForJob(const JobSpec& job);
-// From a HF directory (predict).
+// From a HF directory (predict). A sentence-transformers folder is read through its
+// transformer module (hf_model_dir.h).
 absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir);
 
 // Runs the model over `data` (in order) without dropout; logits (rows × C) into `logits`.

@@ -4,8 +4,9 @@
 // stand-in needs on top. These names are stable.
 //
 // Device memory is host memory: a device pointer may be dereferenced by emulator code (and by
-// stand-ins) directly. Streams are in-order queues executed synchronously at the call, which is
-// a legal (if slow) order of any in-order stream; events record "done".
+// stand-ins) directly. Streams are in-order queues run at the call or, under
+// CUDA_EMU_STREAMS=lazy, when something waits for them (streams.h); a stand-in drains its stream
+// (cudaStreamSynchronize) before it works, which is a legal order.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -2,8 +2,8 @@
 //   kernel<<<grid, block, shared, stream>>>(args...)
 // into
 //   ::cuda_emu::Launch("kernel", kernel, grid, block, shared, stream)(args...)
-// which checks the launch (shape, shared memory, pointer arguments) and runs the grid at once:
-// streams are in order, and running at the call is one legal order.
+// which checks the launch (shape, shared memory, pointer arguments) at the call and runs the
+// grid in its stream's order: at the call, or later under CUDA_EMU_STREAMS=lazy (streams.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +12,8 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+
+#include "trainer/cuda/emu/streams.h"
 
 namespace cuda_emu {
 
@@ -63,8 +65,12 @@ struct Launcher {
         },
         args);
     if (!ok) return;
-    Closure<void (*)(P...), std::tuple<P...>> c{kernel, std::move(args)};
-    RunLaunch(name, grid, block, shared, &decltype(c)::Call, &c);
+    // The grid runs at its stream's turn (streams.h), with the launch's copy of the arguments.
+    Submit(stream,
+           [name = name, grid = grid, block = block, shared = shared,
+            c = Closure<void (*)(P...), std::tuple<P...>>{kernel, std::move(args)}]() mutable {
+             RunLaunch(name, grid, block, shared, &decltype(c)::Call, &c);
+           });
   }
 };
 

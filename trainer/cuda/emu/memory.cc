@@ -10,10 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "trainer/cuda/emu/cuda_emu_runtime.h"
 #include "trainer/cuda/emu/options.h"
+#include "trainer/cuda/emu/streams.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -241,6 +244,7 @@ cudaError_t cudaHostAlloc(void** p, size_t n, unsigned int) { return cuda_emu::A
 
 cudaError_t cudaFree(void* p) {
   if (p == nullptr) return cudaSuccess;
+  cuda_emu::DrainDevice();  // cudaFree waits for the device: queued work may use `p`
   cuda_emu::DeviceAccessScope access;
   cuda_emu::CheckGuards("before cudaFree");
   bool erased = false;
@@ -268,11 +272,14 @@ cudaError_t cudaFree(void* p) {
 }
 cudaError_t cudaFreeHost(void* p) { return cudaFree(p); }
 
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
-  if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
-  cuda_emu::DeviceAccessScope access;
-  if (n == 0) return cudaSuccess;
-  const auto d = cuda_emu::Find(dst, n), s = cuda_emu::Find(src, n);
+}  // extern "C"
+
+namespace cuda_emu {
+namespace {
+
+// The direction check of a copy (memcpy detector); reports and returns the error.
+cudaError_t CheckCopy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  const auto d = Find(dst, n), s = Find(src, n);
   const bool dd = d && d->device >= 0, sd = s && s->device >= 0;
   // The direction check: a host pointer where device memory is named (or the reverse) is a bug
   // on a GPU (an illegal address, or the host reading device memory); here both are host memory,
@@ -297,33 +304,84 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
     default:
       ok = false;
   }
-  if (!ok && cuda_emu::GetOptions().On(cuda_emu::kMemcpyDirection)) {
+  if (!ok && GetOptions().On(kMemcpyDirection)) {
     static const char* kNames[] = {"HostToHost", "HostToDevice", "DeviceToHost", "DeviceToDevice",
                                    "Default"};
-    cuda_emu::ReportError(
+    ReportError(
         cudaErrorInvalidValue,
         std::string("cudaMemcpy") + (kind >= 0 && kind <= 4 ? kNames[kind] : "?") + "(dst " +
-            cuda_emu::Hex(dst) + (d ? " device" : " host") + ", src " + cuda_emu::Hex(src) +
-            (s ? " device" : " host") + ", " + std::to_string(n) +
+            Hex(dst) + (d ? " device" : " host") + ", src " + Hex(src) + (s ? " device" : " host") +
+            ", " + std::to_string(n) +
             " bytes): the pointers do not match the direction (or a device range overruns its "
             "allocation)");
-    return cudaErrorInvalidValue;
-  }
-  memmove(dst, src, n);
-  // The copy is done either way; a poisoned source makes the call fail so a test notices.
-  if (sd && !dd && !cuda_emu::CheckPoison("cudaMemcpy DeviceToHost", src, n)) {
     return cudaErrorInvalidValue;
   }
   return cudaSuccess;
 }
 
+// The copy itself, once its stream reached it; a poisoned device source is reported.
+cudaError_t CopyNow(void* dst, const void* src, size_t n) {
+  DeviceAccessScope access;
+  const auto d = Find(dst, n), s = Find(src, n);
+  memmove(dst, src, n);
+  // The copy is done either way; a poisoned source makes the call fail so a test notices.
+  if (s && s->device >= 0 && !(d && d->device >= 0) &&
+      !CheckPoison("cudaMemcpy DeviceToHost", src, n)) {
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+}  // namespace cuda_emu
+
+extern "C" {
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
+  if (n == 0) return cudaSuccess;
+  cuda_emu::DrainDevice();  // on the legacy default stream: after every stream's work
+  {
+    cuda_emu::DeviceAccessScope access;
+    if (cudaError_t e = cuda_emu::CheckCopy(dst, src, n, kind); e != cudaSuccess) return e;
+  }
+  return cuda_emu::CopyNow(dst, src, n);
+}
+
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
-                            cudaStream_t) {
-  return cudaMemcpy(dst, src, n, kind);  // in order: a stream executes at the call
+                            cudaStream_t stream) {
+  if (cuda_emu::IsLegacyStream(stream) || !cuda_emu::GetOptions().lazy_streams) {
+    return cudaMemcpy(dst, src, n, kind);
+  }
+  if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
+  if (n == 0) return cudaSuccess;
+  bool dst_pageable, src_pageable;
+  {
+    cuda_emu::DeviceAccessScope access;
+    if (cudaError_t e = cuda_emu::CheckCopy(dst, src, n, kind); e != cudaSuccess) return e;
+    dst_pageable = !cuda_emu::Find(dst, n).has_value();
+    src_pageable = !cuda_emu::Find(src, n).has_value();
+  }
+  if (dst_pageable) {
+    // Into pageable memory the call returns once the copy is done: after the stream's work.
+    cuda_emu::Drain(stream);
+    return cuda_emu::CopyNow(dst, src, n);
+  }
+  if (src_pageable) {
+    // From pageable memory the bytes are staged at the call: the caller may reuse its buffer.
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                      static_cast<const char*>(src) + n);
+    cuda_emu::Submit(stream, [dst, staged, n] { cuda_emu::CopyNow(dst, staged->data(), n); });
+    return cudaSuccess;
+  }
+  // Between device memory and pinned host memory: at the stream's turn, as on a GPU.
+  cuda_emu::Submit(stream, [dst, src, n] { cuda_emu::CopyNow(dst, src, n); });
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void* p, int value, size_t n) {
   if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
+  cuda_emu::DrainDevice();  // on the legacy default stream: after every stream's work
   cuda_emu::DeviceAccessScope access;
   const auto a = cuda_emu::Find(p, n);
   if (!a || a->device < 0) {
@@ -335,8 +393,26 @@ cudaError_t cudaMemset(void* p, int value, size_t n) {
   memset(p, value, n);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t) {
-  return cudaMemset(p, value, n);
+cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t stream) {
+  if (cuda_emu::IsLegacyStream(stream) || !cuda_emu::GetOptions().lazy_streams) {
+    return cudaMemset(p, value, n);
+  }
+  if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
+  {
+    cuda_emu::DeviceAccessScope access;
+    const auto a = cuda_emu::Find(p, n);
+    if (!a || a->device < 0) {
+      cuda_emu::ReportError(cudaErrorInvalidValue, "cudaMemsetAsync(" + cuda_emu::Hex(p) + ", " +
+                                                       std::to_string(n) +
+                                                       " bytes): not inside one device allocation");
+      return cudaErrorInvalidValue;
+    }
+  }
+  cuda_emu::Submit(stream, [p, value, n] {
+    cuda_emu::DeviceAccessScope access;
+    memset(p, value, n);
+  });
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {

@@ -60,6 +60,11 @@ Options FromEnvironment() {
   o.seed = static_cast<uint64_t>(PositiveEnv("CUDA_EMU_SEED", 1));
   o.workers = static_cast<int>(PositiveEnv("CUDA_EMU_WORKERS", 1));
   o.stack_bytes = static_cast<size_t>(PositiveEnv("CUDA_EMU_STACK_KB", 64)) << 10;
+  if (const char* s = getenv("CUDA_EMU_STREAMS"); s != nullptr && *s != '\0') {
+    const std::string v = s;
+    if (v != "eager" && v != "lazy") BadEnv("CUDA_EMU_STREAMS", s, "eager|lazy");
+    o.lazy_streams = v == "lazy";
+  }
   if (const char* s = getenv("CUDA_EMU_HOST_GUARD"); s != nullptr && *s != '\0') {
     const std::string v = s;
     if (v != "0" && v != "1") BadEnv("CUDA_EMU_HOST_GUARD", s, "0 or 1");

@@ -9,6 +9,7 @@
 //   CUDA_EMU_STACK_KB=<n>                       fiber stack size (64)
 //   CUDA_EMU_DISABLE=name,name,...              detectors to turn off (names in kDetectorNames)
 //   CUDA_EMU_DEVICES=<n>, CUDA_EMU_CC=6.1|7.0|8.0|9.0  see device_properties.h
+//   CUDA_EMU_STREAMS=eager|lazy                 when stream work runs (eager; streams.h)
 #pragma once
 
 #include <cstddef>
@@ -56,6 +57,10 @@ struct Options {
   // reported (memory.cc). Opt-in: not with the cuBLAS/NCCL stand-ins (their host code reads
   // device memory) nor under AddressSanitizer (which owns SIGSEGV).
   bool host_guard = false;
+  // CUDA_EMU_STREAMS=lazy: work queued on a stream runs only when something waits for it (a
+  // synchronize, an event wait, a blocking call), not at the call, so a missing cross-stream
+  // dependency or a host read before its copy finished gives wrong results (streams.h).
+  bool lazy_streams = false;
   bool On(Detector d) const { return (detectors & d) != 0; }
 };
 

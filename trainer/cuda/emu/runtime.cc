@@ -13,17 +13,6 @@
 #include "trainer/cuda/emu/device_properties.h"
 #include "trainer/cuda/emu/launch.h"
 
-// Streams and events: in-order objects. Work runs at the call, so a stream is always idle and
-// an event is complete once recorded.
-struct CUstream_st {
-  int device;
-};
-struct CUevent_st {
-  int device;
-  bool recorded = false;
-  std::chrono::steady_clock::time_point when;
-};
-
 namespace cuda_emu {
 namespace {
 
@@ -176,58 +165,8 @@ cudaError_t cudaGetDevice(int* d) {
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cuda_emu::StickyError(); }
 cudaError_t cudaDeviceReset() {
   cuda_emu::ResetErrorsForTest();
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamCreate(cudaStream_t* s) {
-  if (s == nullptr) return cudaErrorInvalidValue;
-  *s = new CUstream_st{cuda_emu::tl_device};
-  return cudaSuccess;
-}
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) { return cudaStreamCreate(s); }
-cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int, int) {
-  return cudaStreamCreate(s);
-}
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  delete s;
-  return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cuda_emu::StickyError(); }
-cudaError_t cudaStreamQuery(cudaStream_t) { return cuda_emu::StickyError(); }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
-  return e == nullptr ? cudaErrorInvalidResourceHandle : cuda_emu::StickyError();
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t* e) {
-  if (e == nullptr) return cudaErrorInvalidValue;
-  *e = new CUevent_st{};
-  (*e)->device = cuda_emu::tl_device;
-  return cudaSuccess;
-}
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) { return cudaEventCreate(e); }
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete e;
-  return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
-  if (e == nullptr) return cudaErrorInvalidResourceHandle;
-  e->recorded = true;
-  e->when = std::chrono::steady_clock::now();
-  return cuda_emu::StickyError();
-}
-cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-  return e == nullptr ? cudaErrorInvalidResourceHandle : cuda_emu::StickyError();
-}
-cudaError_t cudaEventQuery(cudaEvent_t e) {
-  return e == nullptr ? cudaErrorInvalidResourceHandle : cuda_emu::StickyError();
-}
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
-  if (ms == nullptr || a == nullptr || b == nullptr) return cudaErrorInvalidValue;
-  if (!a->recorded || !b->recorded) return cudaErrorInvalidResourceHandle;
-  *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
   return cudaSuccess;
 }
 
