@@ -6,8 +6,8 @@
 #  - the other rank's collective times out (not earlier than the timeout: nothing else can
 #    tell a stuck rank from a slow one) and the job restarts; the failure the coordinator
 #    records names rank 1 as the rank that had not entered the collective, and as stopped;
-#  - the frozen process is gone within a few seconds of the stop command (SIGCONT follows
-#    SIGTERM), not after the 30 s grace period;
+#  - the frozen process is gone soon after the stop command (SIGCONT follows SIGTERM), within
+#    25 s, not after the 30 s grace period;
 #  - the next generation resumes from the newest checkpoint committed before the freeze (no
 #    committed step lost) and the job succeeds with 1 restart;
 #  - its losses and final weights equal an uninterrupted single-process run (the tolerance of
@@ -57,8 +57,11 @@ grep -q "before the failure, rank(s) 0 waited inside collective #" <<<"$issue" |
   { echo "FAIL: the recorded failure does not name rank 0 as waiting"; RJ_FAIL=1; }
 
 gone() { ! kill -0 "$frozen" 2>/dev/null || [[ $(ps -o stat= -p "$frozen") == Z* ]]; }
-wait_until 15 "the frozen rank to end" gone ||
-  { echo "FAIL: the frozen rank was still there 15 s after the restart (grace is 30 s)"; RJ_FAIL=1; }
+# It wakes inside a collective already past its timeout and exits on its own; the allowance is
+# under the agent's 30 s stop grace (after which it would be killed) with room for a loaded
+# machine (measured: 2-8 s here, 15 s with six busy loops beside the 2 cores).
+wait_until 25 "the frozen rank to end" gone ||
+  { echo "FAIL: the frozen rank was still there 25 s after the restart (grace is 30 s)"; RJ_FAIL=1; }
 echo "     frozen rank gone $((SECONDS - t0))s after the freeze"
 
 check_resumed "$id" 1 "$c"
