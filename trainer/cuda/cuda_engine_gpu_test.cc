@@ -5,6 +5,7 @@
 // Skips cleanly (exit 77) where no CUDA device exists.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -49,7 +50,9 @@ Batch MakeTrainBatch(uint32_t seed) {
 }
 
 std::string TempDir(const std::string& name) {
-  const std::string dir = testing::TempDir() + "/cuda_engine_test_" + name;
+  // Per process: CTest runs this binary twice at once (eager and lazy streams).
+  const std::string dir =
+      testing::TempDir() + "/cuda_engine_test_" + std::to_string(::getpid()) + "_" + name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -8,6 +8,7 @@
 // Skips cleanly (exit 77) where no CUDA device exists.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -252,7 +253,8 @@ TEST(CudaMixedPrecision, Fp16ScalerStateSurvivesACheckpoint) {
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_TRUE(t->skipped);
   ASSERT_TRUE(EngineStep(**e, 2).ok());
-  const std::string dir = testing::TempDir() + "/cuda_mixed_precision_ckpt";
+  const std::string dir =
+      testing::TempDir() + "/cuda_mixed_precision_ckpt_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);  // the output dir exists, as the trainer makes it
   CheckpointMeta position;

@@ -276,7 +276,16 @@ ncclResult_t P2POp::Progress(ncclComm& c) {
 
 ncclResult_t P2POp::Waiting(ncclComm& c) {
   const std::string dead = c.PeerGone({peer});
-  if (!dead.empty()) return c.Fail(ncclRemoteError, absl::StrCat(what, ": ", dead));
+  if (!dead.empty()) {
+    // A sender may store its last chunk and leave between our look at the channel and at its
+    // state: a chunk waiting in the slot is still received.
+    auto& ch = c.seg.channel(peer, c.rank);
+    if (!is_send &&
+        ch.sent.load(std::memory_order_acquire) != ch.consumed.load(std::memory_order_acquire)) {
+      return ncclInProgress;
+    }
+    return c.Fail(ncclRemoteError, absl::StrCat(what, ": ", dead));
+  }
   waiting_for = absl::StrCat("rank ", peer);
   return ncclInProgress;
 }
@@ -363,6 +372,18 @@ bool ncclComm::AllArrived(uint64_t p, std::vector<int>* missing, std::string* de
   }
   if (missing->empty()) return true;
   *dead = PeerGone(*missing);
+  if (!dead->empty()) {
+    // A rank may arrive and leave between our look at its counter and at its state: look again.
+    std::vector<int> still;
+    for (int r : *missing) {
+      if (hdr().ranks[r].arrived.load(std::memory_order_acquire) < p) still.push_back(r);
+    }
+    if (still.empty()) {
+      missing->clear();
+      dead->clear();
+      return true;
+    }
+  }
   return false;
 }
 
