@@ -414,27 +414,15 @@ absl::Status CudaDataParallel::AllReduceGrads(Communicator& comm, float* data, s
 const float* CudaDataParallel::AcquireParams(int unit) {
   const UnitShard& u = parts_.units[unit];
   if (!sharded_params()) return full_params_ + u.begin;
-  if (gathered_[unit] != nullptr) {
-    // The head kept for backward, or a unit prefetched: its gather must be done first.
-    if (prefetched_[unit]) {
-      prefetched_[unit] = false;
-      if (cudaError_t e = cudaStreamWaitEvent(stream_, ready_[unit], 0); e != cudaSuccess) {
-        Fail(CudaStatus(e, "cudaStreamWaitEvent", __FILE__, __LINE__));
-      }
+  // Gathered unless it is the head kept for backward or was prefetched; a failure is kept and
+  // the pass runs on in the spare buffer (the step reports it).
+  Prefetch(unit);
+  if (gathered_[unit] == nullptr) return spare_;
+  if (prefetched_[unit]) {  // the compute reads the unit next: after its gather
+    prefetched_[unit] = false;
+    if (cudaError_t e = cudaStreamWaitEvent(stream_, ready_[unit], 0); e != cudaSuccess) {
+      Fail(CudaStatus(e, "cudaStreamWaitEvent", __FILE__, __LINE__));
     }
-  } else {
-    {
-      CommPhase phase(this);
-      absl::StatusOr<float*> buf = Take();
-      if (!buf.ok()) {
-        // The pass cannot stop here: it runs on in the spare buffer and the step reports this.
-        Fail(buf.status());
-        return spare_;
-      }
-      gathered_[unit] = *buf;
-      if (absl::Status s = GatherUnit(unit, *buf); !s.ok()) Fail(s);
-    }
-    if (absl::Status s = Join(); !s.ok()) Fail(s);  // the compute reads the unit next
   }
   // Gather the next unit while this one computes (FSDP's forward and backward prefetch): in
   // backward (units in reverse) its gather then does not wait behind this unit's reduction.

@@ -189,7 +189,8 @@ class CudaDataParallel : public UnitAccess<float> {
   absl::StatusOr<float*> Take();   // a pooled buffer of max_padded_ floats
   void Give(float* p);             // back to the pool (stream order keeps reuse safe)
   absl::Status GatherUnit(int unit, float* out);  // all-gather unit's shards into `out` (padded)
-  void Prefetch(int unit);  // gathers `unit` on the communication stream ahead of its use
+  // Gathers `unit` on the communication stream (unless already there), recording ready_[unit].
+  void Prefetch(int unit);
   absl::Status ReduceScatterInto(int unit, const float* padded, float* out);
   // shard_grad_op: all-gathers every unit's shard into the full parameters (collective).
   absl::Status PublishShards();
