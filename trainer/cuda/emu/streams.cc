@@ -80,14 +80,7 @@ bool Finished(Queue& q, uint64_t seq) {
   return q.done >= std::min(seq, q.enqueued);
 }
 
-void DrainAll(Queue& q) {
-  uint64_t last;
-  {
-    std::lock_guard<std::mutex> l(q.mu);
-    last = q.enqueued;
-  }
-  DrainUpTo(q, last);
-}
+void DrainAll(Queue& q) { DrainUpTo(q, UINT64_MAX); }
 
 }  // namespace
 }  // namespace cuda_emu
@@ -113,6 +106,8 @@ bool IsLegacyStream(cudaStream_t s) {
 }
 
 void DrainDevice() {
+  // Eager streams never hold work: no lookup on the hot paths (every blocking call).
+  if (!GetOptions().lazy_streams) return;
   std::vector<std::shared_ptr<Queue>> queues;
   {
     std::lock_guard<std::mutex> l(R().mu);
