@@ -379,30 +379,17 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
   return cudaSuccess;
 }
 
+// The blocking form is the legacy default stream's: after every stream's work, at the call.
 cudaError_t cudaMemset(void* p, int value, size_t n) {
-  if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
-  cuda_emu::DrainDevice();  // on the legacy default stream: after every stream's work
-  cuda_emu::DeviceAccessScope access;
-  const auto a = cuda_emu::Find(p, n);
-  if (!a || a->device < 0) {
-    cuda_emu::ReportError(cudaErrorInvalidValue, "cudaMemset(" + cuda_emu::Hex(p) + ", " +
-                                                     std::to_string(n) +
-                                                     " bytes): not inside one device allocation");
-    return cudaErrorInvalidValue;
-  }
-  memset(p, value, n);
-  return cudaSuccess;
+  return cudaMemsetAsync(p, value, n, nullptr);
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t stream) {
-  if (cuda_emu::IsLegacyStream(stream) || !cuda_emu::GetOptions().lazy_streams) {
-    return cudaMemset(p, value, n);
-  }
   if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
   {
     cuda_emu::DeviceAccessScope access;
     const auto a = cuda_emu::Find(p, n);
     if (!a || a->device < 0) {
-      cuda_emu::ReportError(cudaErrorInvalidValue, "cudaMemsetAsync(" + cuda_emu::Hex(p) + ", " +
+      cuda_emu::ReportError(cudaErrorInvalidValue, "cudaMemset(" + cuda_emu::Hex(p) + ", " +
                                                        std::to_string(n) +
                                                        " bytes): not inside one device allocation");
       return cudaErrorInvalidValue;
