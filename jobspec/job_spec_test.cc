@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "jobspec/job_spec_test_util.h"
 
 namespace ringmaster::trainer {
 namespace {
@@ -16,6 +16,10 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing_util::ErrorOf;
+using testing_util::kFromScratch;
+using testing_util::kMinimal;
+using testing_util::Parse;
 
 // The example from DESIGN.md ("Job spec (YAML)"), verbatim.
 constexpr char kDesignExample[] = R"(name: sst2-bert-base
@@ -56,30 +60,6 @@ distributed:
 restart:
   max_restarts: 3                         # counted for the whole job, not per node
 )";
-
-// Six lines; tests append sections, so an appended line k is line 6 + k of the file.
-constexpr char kMinimal[] = R"(model:
-  init_from: models/bert
-data:
-  train: train.tsv
-output:
-  dir: out
-)";
-
-absl::StatusOr<JobSpec> Parse(const std::string& yaml) {
-  return ParseJobSpec(yaml, "job.yaml", "");
-}
-
-// The error text of a spec that must fail.
-std::string ErrorOf(const std::string& yaml) {
-  absl::StatusOr<JobSpec> spec = Parse(yaml);
-  if (spec.ok()) {
-    ADD_FAILURE() << "parsed but should not have:\n" << yaml;
-    return "";
-  }
-  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
-  return std::string(spec.status().message());
-}
 
 TEST(JobSpecTest, DesignExampleParsesWithEveryValue) {
   absl::StatusOr<JobSpec> spec = ParseJobSpec(kDesignExample, "sst2.yaml", "/jobs");
@@ -217,137 +197,6 @@ TEST(JobSpecTest, BadEnumsListAllowedValues) {
   }
 }
 
-// The data file layout keys: parsed, checked and written back.
-std::string WithData(const std::string& data_keys) {
-  return absl::StrCat("model:\n  init_from: models/bert\ndata:\n  train: train.csv\n", data_keys,
-                      "output:\n  dir: out\n");
-}
-
-TEST(JobSpecTest, DataFormatAndColumns) {
-  absl::StatusOr<JobSpec> d = Parse(WithData(""));
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(d->data.format, DataFormat::kAuto);
-  EXPECT_EQ(d->data.text_column, "sentence");
-  EXPECT_EQ(d->data.label_column, "label");
-  absl::StatusOr<JobSpec> s =
-      Parse(WithData("  format: jsonl\n  text_column: review\n  label_column: stars\n"));
-  ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->data.format, DataFormat::kJsonl);
-  EXPECT_EQ(s->data.text_column, "review");
-  EXPECT_EQ(s->data.label_column, "stars");
-  absl::StatusOr<JobSpec> back = Parse(JobSpecToYaml(*s));
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(JobSpecToYaml(*back), JobSpecToYaml(*s));
-  EXPECT_EQ(back->data.format, DataFormat::kJsonl);
-
-  absl::StatusOr<JobSpec> named = Parse(WithData("  labels: [negative, positive]\n"));
-  ASSERT_TRUE(named.ok()) << named.status();
-  EXPECT_THAT(named->data.labels, ::testing::ElementsAre("negative", "positive"));
-  absl::StatusOr<JobSpec> named_back = Parse(JobSpecToYaml(*named));
-  ASSERT_TRUE(named_back.ok()) << named_back.status();
-  EXPECT_EQ(named_back->data.labels, named->data.labels);
-  EXPECT_THAT(ErrorOf(WithData("  labels: [a, b, c]\n")),
-              HasSubstr("data.labels: has 3 names but model.num_labels is 2"));
-  EXPECT_THAT(ErrorOf(WithData("  labels: [a, a]\n")), HasSubstr("'a' is listed twice"));
-  EXPECT_THAT(ErrorOf(WithData("  labels: a\n")), HasSubstr("expected a list of strings"));
-  EXPECT_THAT(ErrorOf(WithData("  format: xlsx\n")),
-              HasSubstr("data.format: 'xlsx' is not one of: auto, tsv, csv, jsonl"));
-  EXPECT_THAT(ErrorOf(WithData("  text_column: ''\n")), HasSubstr("data.text_column"));
-  EXPECT_THAT(ErrorOf(WithData("  text_column: y\n  label_column: y\n")),
-              HasSubstr("data.label_column: names the same column as data.text_column ('y')"));
-}
-
-// The schedules and the polynomial decay's keys: parsed, checked, written back.
-TEST(JobSpecTest, LrScheduleKeys) {
-  absl::StatusOr<JobSpec> d = Parse(WithData(""));
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(d->train.lr_end, 1e-7);  // HF's defaults
-  EXPECT_EQ(d->train.lr_power, 1.0);
-  absl::StatusOr<JobSpec> c = Parse(WithData("train:\n  lr_schedule: cosine\n"));
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->train.lr_schedule, LrScheduleKind::kCosine);
-  absl::StatusOr<JobSpec> p =
-      Parse(WithData("train:\n  lr: 1e-3\n  lr_schedule: polynomial\n  lr_end: 1.5e-6\n  lr_power: "
-                     "2.5\n"));
-  ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(p->train.lr_schedule, LrScheduleKind::kPolynomial);
-  EXPECT_EQ(p->train.lr_end, 1.5e-6);
-  EXPECT_EQ(p->train.lr_power, 2.5);
-  absl::StatusOr<JobSpec> back = Parse(JobSpecToYaml(*p));
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->train.lr_schedule, LrScheduleKind::kPolynomial);
-  EXPECT_EQ(back->train.lr_end, 1.5e-6);
-  EXPECT_EQ(back->train.lr_power, 2.5);
-  EXPECT_THAT(ErrorOf(WithData("train:\n  lr_end: -1e-7\n")),
-              HasSubstr("train.lr_end: must be >= 0, got -1e-07"));
-  EXPECT_THAT(ErrorOf(WithData("train:\n  lr: 1e-5\n  lr_schedule: polynomial\n  lr_end: 1e-5\n")),
-              HasSubstr("train.lr_end: must be below train.lr (1e-05) for lr_schedule polynomial"));
-  // Only polynomial decays to lr_end: another schedule does not care.
-  EXPECT_TRUE(Parse(WithData("train:\n  lr: 1e-5\n  lr_end: 1e-5\n")).ok());
-  EXPECT_THAT(ErrorOf(WithData("train:\n  lr_power: 0\n")),
-              HasSubstr("train.lr_power: must be > 0, got 0"));
-  EXPECT_THAT(ErrorOf(WithData("train:\n  lr_power: fast\n")), HasSubstr("train.lr_power"));
-}
-
-// Evaluation during training, the best model and early stopping: parsed, checked, written back.
-TEST(JobSpecTest, EvaluationAndBestModelKeys) {
-  const std::string eval = "  eval: dev.csv\n";
-  absl::StatusOr<JobSpec> d = Parse(WithData(eval));
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(d->train.eval_strategy, EvalStrategy::kEpoch);  // today's behaviour
-  EXPECT_EQ(d->train.eval_steps, 0);
-  EXPECT_EQ(d->train.metric_for_best_model, "");
-  EXPECT_FALSE(d->train.greater_is_better.has_value());
-  EXPECT_FALSE(d->train.load_best_model_at_end);
-  EXPECT_EQ(d->train.early_stopping_patience, 0);
-  EXPECT_EQ(d->train.early_stopping_threshold, 0.0);
-  absl::StatusOr<JobSpec> s =
-      Parse(WithData(
-          eval + "train:\n  eval_strategy: steps\n  eval_steps: 50\n  metric_for_best_model: f1\n"
-                 "  greater_is_better: false\n  load_best_model_at_end: true\n"
-                 "  early_stopping_patience: 3\n  early_stopping_threshold: 0.01\n"));
-  ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->train.eval_strategy, EvalStrategy::kSteps);
-  EXPECT_EQ(s->train.eval_steps, 50);
-  EXPECT_EQ(s->train.metric_for_best_model, "f1");
-  ASSERT_TRUE(s->train.greater_is_better.has_value());
-  EXPECT_FALSE(*s->train.greater_is_better);
-  EXPECT_TRUE(s->train.load_best_model_at_end);
-  EXPECT_EQ(s->train.early_stopping_patience, 3);
-  EXPECT_EQ(s->train.early_stopping_threshold, 0.01);
-  absl::StatusOr<JobSpec> back = Parse(JobSpecToYaml(*s));
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(JobSpecToYaml(*back), JobSpecToYaml(*s));
-  EXPECT_EQ(back->train.greater_is_better, s->train.greater_is_better);
-  EXPECT_EQ(back->train.eval_strategy, EvalStrategy::kSteps);
-  // `no` is a name here, not YAML's boolean.
-  absl::StatusOr<JobSpec> no = Parse(WithData(eval + "train:\n  eval_strategy: no\n"));
-  ASSERT_TRUE(no.ok()) << no.status();
-  EXPECT_EQ(no->train.eval_strategy, EvalStrategy::kNo);
-
-  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  eval_strategy: always\n")),
-              HasSubstr("train.eval_strategy: 'always' is not one of: epoch, steps, no"));
-  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  eval_strategy: steps\n")),
-              HasSubstr("train.eval_steps: must be >= 1 with train.eval_strategy steps"));
-  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  eval_steps: -2\n")),
-              HasSubstr("train.eval_steps: must be >= 0, got -2"));
-  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  metric_for_best_model: bleu\n")),
-              HasSubstr("train.metric_for_best_model: 'bleu' is not a figure evaluation reports"));
-  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  metric_for_best_model: pearson\n")),
-              HasSubstr("train.metric_for_best_model: 'pearson' is a regression figure"));
-  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  greater_is_better: maybe\n")),
-              HasSubstr("train.greater_is_better"));
-  EXPECT_THAT(ErrorOf(WithData("train:\n  load_best_model_at_end: true\n")),
-              HasSubstr("train.load_best_model_at_end: needs evaluation data (data.eval)"));
-  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  eval_strategy: no\n  early_stopping_patience: "
-                                      "2\n")),
-              HasSubstr("train.early_stopping_patience: needs evaluations during training"));
-  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  early_stopping_patience: -1\n")),
-              HasSubstr("train.early_stopping_patience: must be >= 0"));
-  EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  early_stopping_threshold: -0.1\n")),
-              HasSubstr("train.early_stopping_threshold: must be >= 0, got -0.1"));
-}
-
 TEST(JobSpecTest, RequiredFields) {
   EXPECT_THAT(ErrorOf("model:\n  init_from: m\noutput:\n  dir: o\n"),
               HasSubstr("data.train: is required"));
@@ -375,149 +224,6 @@ TEST(JobSpecTest, PathsRefuseControlCharacters) {
   EXPECT_TRUE(Parse("model:\n  init_from: m\ndata:\n  train: \"caf\\u00e9 t.tsv\"\noutput:\n"
                     "  dir: o\n")
                   .ok());
-}
-
-constexpr char kFromScratch[] = R"(model:
-  config:
-    hidden_size: 64
-    num_hidden_layers: 2
-    num_attention_heads: 4
-    intermediate_size: 128
-    max_position_embeddings: 64
-  vocab: vocab.txt
-  num_labels: 3
-data:
-  train: t.tsv
-  max_seq_len: 32
-output:
-  dir: o
-)";
-
-TEST(JobSpecTest, ModelConfigFromScratch) {
-  absl::StatusOr<JobSpec> spec = Parse(kFromScratch);
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  const ModelSpec& m = spec->model;
-  EXPECT_TRUE(m.has_config);
-  EXPECT_EQ(m.config.vocab_size, 0);
-  EXPECT_EQ(m.config.hidden_size, 64);
-  EXPECT_EQ(m.config.num_hidden_layers, 2);
-  EXPECT_EQ(m.config.num_attention_heads, 4);
-  EXPECT_EQ(m.config.intermediate_size, 128);
-  EXPECT_EQ(m.config.max_position_embeddings, 64);
-  EXPECT_EQ(m.config.num_labels, 3);
-  EXPECT_EQ(m.num_labels, 3);
-  EXPECT_EQ(m.vocab, "vocab.txt");
-}
-
-TEST(JobSpecTest, ModelConfigAllFields) {
-  absl::StatusOr<JobSpec> spec = Parse(R"(model:
-  config:
-    vocab_size: 1000
-    hidden_size: 32
-    num_hidden_layers: 1
-    num_attention_heads: 2
-    intermediate_size: 64
-    max_position_embeddings: 128
-    type_vocab_size: 1
-    hidden_dropout_prob: 0.2
-    attention_probs_dropout_prob: 0.3
-    layer_norm_eps: 1.0e-5
-    initializer_range: 0.05
-    hidden_act: gelu
-    pad_token_id: 1
-  vocab: v.txt
-  do_lower_case: false
-data: {train: t.tsv}
-output: {dir: o}
-)");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  const BertConfig& c = spec->model.config;
-  EXPECT_EQ(c.vocab_size, 1000);
-  EXPECT_EQ(c.type_vocab_size, 1);
-  EXPECT_FLOAT_EQ(c.hidden_dropout_prob, 0.2f);
-  EXPECT_FLOAT_EQ(c.attention_probs_dropout_prob, 0.3f);
-  EXPECT_FLOAT_EQ(c.layer_norm_eps, 1e-5f);
-  EXPECT_FLOAT_EQ(c.initializer_range, 0.05f);
-  EXPECT_EQ(c.hidden_act, "gelu");
-  EXPECT_EQ(c.pad_token_id, 1);
-  EXPECT_FALSE(spec->model.do_lower_case);
-}
-
-TEST(JobSpecTest, ModelErrors) {
-  std::string scratch = kFromScratch;
-  // Unknown key inside config, with a hint for the common one.
-  std::string with_num_labels = scratch;
-  with_num_labels.insert(with_num_labels.find("  vocab:"), "    num_labels: 2\n");
-  EXPECT_THAT(ErrorOf(with_num_labels),
-              HasSubstr("job.yaml:8:5: unknown key 'model.config.num_labels' (set model.num_labels "
-                        "instead)"));
-  std::string typo = scratch;
-  typo.insert(typo.find("  vocab:"), "    hiden_size: 2\n");
-  EXPECT_THAT(ErrorOf(typo), HasSubstr("unknown key 'model.config.hiden_size'"));
-  // Required architecture sizes.
-  std::string no_layers = scratch;
-  no_layers.erase(no_layers.find("    num_hidden_layers: 2\n"), 25);
-  EXPECT_THAT(ErrorOf(no_layers), HasSubstr("job.yaml:3:5: model.config.num_hidden_layers is "
-                                            "required"));
-  EXPECT_THAT(ErrorOf("model:\n  config:\n  vocab: v\ndata: {train: t}\noutput: {dir: o}\n"),
-              HasSubstr("model.config.hidden_size is required"));
-  // Vocab must come with config.
-  std::string no_vocab = scratch;
-  no_vocab.erase(no_vocab.find("  vocab: vocab.txt\n"), 19);
-  EXPECT_THAT(ErrorOf(no_vocab), HasSubstr("model.vocab: is required with model.config"));
-  // ...and not with init_from.
-  EXPECT_THAT(
-      ErrorOf("model:\n  init_from: m\n  vocab: v.txt\ndata: {train: t}\noutput: {dir: o}\n"),
-      HasSubstr("job.yaml:3:10: model.vocab: is only used with model.config"));
-  // Both sources.
-  std::string both = scratch;
-  both.insert(both.find("  vocab:"), "  init_from: m\n");
-  EXPECT_THAT(ErrorOf(both), HasSubstr("model.init_from and model.config are both set"));
-  // BertConfig's own checks, positioned at the config block.
-  std::string heads = scratch;
-  heads.replace(heads.find("num_attention_heads: 4"), 22, "num_attention_heads: 5");
-  EXPECT_THAT(ErrorOf(heads), HasSubstr("job.yaml:3:5: model.config"));
-  EXPECT_THAT(ErrorOf(heads), HasSubstr("not a multiple of num_attention_heads"));
-  // Sequence length must fit the position table.
-  std::string too_long = scratch;
-  too_long.replace(too_long.find("max_seq_len: 32"), 15, "max_seq_len: 65");
-  EXPECT_THAT(ErrorOf(too_long),
-              HasSubstr("data.max_seq_len: 65 is over model.config.max_position_embeddings (64)"));
-  // A dropout in both places is ambiguous.
-  std::string twice = scratch;
-  twice.insert(twice.find("  vocab:"),
-               "    hidden_dropout_prob: 0.2\n  hidden_dropout_prob: 0.3\n");
-  EXPECT_THAT(ErrorOf(twice), HasSubstr("are both set; set it in one place"));
-  EXPECT_THAT(
-      ErrorOf("model:\n  init_from: m\n  num_labels: 0\ndata: {train: t}\noutput: {dir: o}\n"),
-      HasSubstr("job.yaml:3:15: model.num_labels: must be at least 1"));
-  EXPECT_THAT(ErrorOf("model:\n  init_from: m\n  hidden_dropout_prob: 1.5\ndata: {train: "
-                      "t}\noutput: {dir: o}\n"),
-              HasSubstr("model.hidden_dropout_prob: must be in [0, 1), got 1.5"));
-}
-
-TEST(JobSpecTest, ModelSizeLimits) {
-  std::string huge = kFromScratch;
-  huge.replace(huge.find("hidden_size: 64"), 15, "hidden_size: 1048576");
-  EXPECT_THAT(ErrorOf(huge),
-              HasSubstr("model.config: hidden_size 1048576 is over the limit of 16384"));
-  // Every dimension within its limit, the whole over the per-rank memory cap: 16384 hidden, 256
-  // layers, 65536 intermediate is ~825e9 parameters, 12 TiB of state on one rank.
-  std::string big = kFromScratch;
-  big.replace(big.find("hidden_size: 64"), 15, "hidden_size: 16384");
-  big.replace(big.find("num_hidden_layers: 2"), 20, "num_hidden_layers: 256");
-  big.replace(big.find("intermediate_size: 128"), 22, "intermediate_size: 65536");
-  EXPECT_THAT(ErrorOf(big), AllOf(HasSubstr("GiB per rank with distributed.sharding no_shard"),
-                                  HasSubstr("over the limit of 256 GiB per rank")));
-}
-
-TEST(JobSpecTest, DropoutOverrideFoldsIntoInlineConfig) {
-  std::string scratch = kFromScratch;
-  scratch.insert(scratch.find("  vocab:"), "  hidden_dropout_prob: 0.25\n");
-  absl::StatusOr<JobSpec> spec = Parse(scratch);
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_FLOAT_EQ(spec->model.config.hidden_dropout_prob, 0.25f);
-  EXPECT_FALSE(spec->model.hidden_dropout_prob.has_value());
 }
 
 TEST(JobSpecTest, RangeChecks) {
