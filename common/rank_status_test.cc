@@ -129,15 +129,18 @@ TEST(RankStatusTest, ReaderNeverSeesATornCollective) {
   auto status = RankStatus::CreateFile(path);
   ASSERT_TRUE(status.ok());
   std::atomic<bool> done{false};
+  std::atomic<int> reads{0};
   std::thread writer([&] {
-    for (uint64_t seq = 1; seq <= 200000; ++seq) {
+    // At least 200000 collectives, and on until the reader has had 100 consistent reads (a
+    // writer that finished before the reader started made the test fail 1 run in 40), within a
+    // bound so a reader that never gets one still ends the test (and fails it).
+    for (uint64_t seq = 1; seq <= 200000 || (reads.load() < 100 && seq <= 50000000); ++seq) {
       const Collective op = seq % 2 == 1 ? Collective::kAllGather : Collective::kBarrier;
       (*status)->OnEnter(seq, op);
       (*status)->OnLeave(seq, op, 0);
     }
     done = true;
   });
-  int reads = 0;
   std::string torn;  // the first inconsistent read, if any
   while (!done.load() && torn.empty()) {
     RankFigures r = (*status)->Snapshot();
