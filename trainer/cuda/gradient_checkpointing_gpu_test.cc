@@ -90,11 +90,11 @@ class GradientCheckpointingGpu : public ::testing::Test {
     size_t arena = 0, arena_predicted = 0;
   };
   // Two accumulated training micro-batches (different shapes and seeds), then an evaluation.
-  Outcome TwoMicroBatches(const BertConfig& c, bool checkpointing) {
+  Outcome TwoMicroBatches(const BertConfig& c, bool checkpointing,
+                          GemmPrecision precision = GemmPrecision::kFp32) {
     Outcome r;
     const ParamLayout layout = MakeBertParamLayout(c);
-    auto model =
-        CudaBertModel::Create(c, layout, gemm_.get(), stream_, GemmPrecision::kFp32, checkpointing);
+    auto model = CudaBertModel::Create(c, layout, gemm_.get(), stream_, precision, checkpointing);
     EXPECT_TRUE(model.ok()) << model.status();
     if (!model.ok()) return r;
     EXPECT_EQ((*model)->gradient_checkpointing(), checkpointing);
@@ -144,6 +144,20 @@ TEST_F(GradientCheckpointingGpu, ModelSameBitsSmallerArena) {
   }
 }
 
+// bf16 GEMMs (autocast's weight copies and activation cast slots are used by the recompute too).
+TEST_F(GradientCheckpointingGpu, Bf16SameBits) {
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  if (prop.major < 8) GTEST_SKIP() << "bf16 GEMMs need sm_80";
+  const BertConfig c = ThreeLayers();
+  const Outcome plain = TwoMicroBatches(c, false, GemmPrecision::kBf16);
+  const Outcome ckpt = TwoMicroBatches(c, true, GemmPrecision::kBf16);
+  EXPECT_TRUE(SameBits(plain.losses, ckpt.losses));
+  EXPECT_TRUE(SameBits(plain.logits, ckpt.logits));
+  EXPECT_EQ(FirstDifferingTensor(MakeBertParamLayout(c), plain.grads, ckpt.grads), "");
+  EXPECT_LT(ckpt.arena, plain.arena);
+}
+
 // BERT-base (12 layers, H 768, 12 heads, I 3072, dropout 0.1) at B=32, S=128: the arena both
 // ways. Checkpointed, a layer more costs exactly its input (N·H floats); without, all of its
 // intermediates.
@@ -166,13 +180,14 @@ TEST_F(GradientCheckpointingGpu, BertBaseArena) {
   };
   const size_t plain = bytes(12, false), ckpt = bytes(12, true);
   const size_t input_bytes = static_cast<size_t>(B) * S * c.hidden_size * sizeof(float);
-  EXPECT_EQ(bytes(12, true) - bytes(11, true), input_bytes);
-  EXPECT_GT(bytes(12, false) - bytes(11, false), 4 * input_bytes);
+  const size_t layer_plain = plain - bytes(11, false), layer_ckpt = ckpt - bytes(11, true);
+  EXPECT_EQ(layer_ckpt, input_bytes);
+  EXPECT_GT(layer_plain, 4 * input_bytes);
   EXPECT_LT(ckpt, plain / 3);
   std::printf(
       "BERT-base, B=%d S=%d, fp32, dropout 0.1: arena %zu bytes (%.1f MiB) without "
-      "checkpointing, %zu bytes (%.1f MiB) with\n",
-      B, S, plain, plain / 1048576.0, ckpt, ckpt / 1048576.0);
+      "checkpointing, %zu bytes (%.1f MiB) with; a 12th layer adds %zu bytes without, %zu with\n",
+      B, S, plain, plain / 1048576.0, ckpt, ckpt / 1048576.0, layer_plain, layer_ckpt);
 }
 
 // A training state's steps (two micro-batches each, AdamW, clipping) with and without
