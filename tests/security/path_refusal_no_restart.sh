@@ -10,14 +10,10 @@
 # start (naming the key), not left to the trainer, which warned, wrote no events and succeeded.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib/cluster.sh
-source "$here/../lib/cluster.sh"
-# shellcheck source=lib/security.sh
+# shellcheck source=tests/security/lib/security.sh
 source "$here/lib/security.sh"
 work=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$work"' EXIT
-cluster_init "$work"
-fail() { echo "FAIL: $*"; cluster_logs; exit 1; }
+security_cluster "$work"
 mkdir -p "$work/root" "$work/outside"
 start_coordinator
 start_agent a --allowed-root "$work/root"
