@@ -81,7 +81,8 @@ absl::Status CheckJobPaths(const trainer::JobSpec& spec, const std::vector<std::
       {"model.vocab", spec.model.vocab},
       {"data.train", spec.data.train},
       {"data.eval", spec.data.eval},
-      {"output.dir", spec.output.dir}};
+      {"output.dir", spec.output.dir},
+      {"output.tensorboard_dir", spec.output.tensorboard_dir}};
   if (!spec.model.init_from.empty()) {
     // A symlink inside the model directory could point anywhere: check every entry the trainer
     // may open (config, weights, vocabulary, tokenizer files, a sentence-transformers folder's

@@ -35,7 +35,9 @@ absl::Status CheckPathWithinRoots(const std::string& field, const std::string& p
 std::string RootHolding(const std::string& path, const std::vector<std::string>& roots);
 
 // Every path `spec` names (resolved against the job's base dir by the parser): model.init_from
-// and the files the trainer reads from it, model.vocab, data.train, data.eval, output.dir.
+// and the files the trainer reads from it, model.vocab, data.train, data.eval, output.dir,
+// output.tensorboard_dir (the trainer writes there; outside a root the job fails at start rather
+// than training without its events).
 // Empty fields are skipped. The first path outside the roots is the error.
 absl::Status CheckJobPaths(const trainer::JobSpec& spec, const std::vector<std::string>& roots);
 

@@ -122,6 +122,21 @@ TEST_F(PathPolicyTest, JobPathsAreAllCheckedAndTheFieldIsNamed) {
               HasSubstr("model.init_from/model.safetensors"));
 }
 
+// output.tensorboard_dir is written by the trainer like output.dir: a job naming one outside the
+// roots is refused at start, not left to the trainer to warn about.
+TEST_F(PathPolicyTest, TensorBoardDirIsCheckedLikeOutputDir) {
+  trainer::JobSpec spec;
+  spec.data.train = (dir_ / "data" / "sst2" / "train.tsv").string();
+  spec.output.dir = (dir_ / "out" / "run").string();
+  spec.output.tensorboard_dir = (dir_ / "out" / "tb" / "run").string();
+  EXPECT_TRUE(CheckJobPaths(spec, roots_).ok()) << CheckJobPaths(spec, roots_);
+  spec.output.tensorboard_dir = "/tmp/tb";
+  EXPECT_THAT(CheckJobPaths(spec, roots_).message(),
+              HasSubstr("output.tensorboard_dir '/tmp/tb' resolves to '/tmp/tb', outside"));
+  spec.output.tensorboard_dir = (dir_ / "out" / ".." / "secret" / "tb").string();
+  EXPECT_THAT(CheckJobPaths(spec, roots_).message(), HasSubstr("output.tensorboard_dir"));
+}
+
 // Every file of a model directory counts, not only the well-known ones: a sentence-transformers
 // folder's transformer, its tokenizer.json, a linked module directory.
 TEST_F(PathPolicyTest, EveryEntryOfAModelDirectoryIsChecked) {

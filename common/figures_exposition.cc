@@ -192,16 +192,31 @@ std::vector<MetricFamily> TrainerFamilies(const std::vector<LabeledFigures>& ran
                return f.has_device;
              });
   fam.Scalar("ringmaster_trainer_gpu_comm_seconds",
-             "GPU time of the last step spent in collectives on the engine's stream (exposed "
-             "communication; the step's compute is ringmaster_trainer_gpu_step_seconds minus this)",
+             "GPU time of the last step spent in collectives, on the stream each runs on (part of "
+             "it overlaps compute: ringmaster_trainer_gpu_exposed_comm_seconds is the part that "
+             "does not)",
              T::Gauge, [](const RankFigures& f, double* v) {
                *v = f.device.comm_seconds;
                return f.has_device;
              });
   fam.Scalar("ringmaster_trainer_gpu_comm_seconds_total",
-             "GPU time of all steps spent in collectives on the engine's stream", T::Counter,
+             "GPU time of all steps spent in collectives, on the stream each runs on", T::Counter,
              [](const RankFigures& f, double* v) {
                *v = f.device.comm_seconds_total;
+               return f.has_device;
+             });
+  fam.Scalar("ringmaster_trainer_gpu_exposed_comm_seconds",
+             "Exposed communication of the last step: GPU time the compute stream waited for the "
+             "communication stream or ran collectives itself (CUDA events on the compute stream)",
+             T::Gauge, [](const RankFigures& f, double* v) {
+               *v = f.device.exposed_comm_seconds;
+               return f.has_device;
+             });
+  fam.Scalar("ringmaster_trainer_gpu_exposed_comm_seconds_total",
+             "Exposed communication of all steps (GPU time the compute stream did not compute "
+             "for communication)",
+             T::Counter, [](const RankFigures& f, double* v) {
+               *v = f.device.exposed_comm_seconds_total;
                return f.has_device;
              });
   // Raw gather bytes equal the wire bytes: parameters travel uncompressed.

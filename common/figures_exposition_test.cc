@@ -86,7 +86,7 @@ TEST(FiguresExpositionTest, RendersEveryRankWithItsLabels) {
 TEST(FiguresExpositionTest, RendersAGpuRanksDeviceFigures) {
   auto s = RankStatus::CreateAnonymous();
   s->OnStart(1, 10);
-  s->OnDevice(DeviceFigures{3000, 5000, 700, 0.0625, 2.5, 0.015625, 0.75});
+  s->OnDevice(DeviceFigures{3000, 5000, 700, 0.0625, 2.5, 0.015625, 0.75, 0.0078125, 0.375});
   StepFigures step;
   step.step = 1;
   step.skipped = true;
@@ -106,6 +106,12 @@ TEST(FiguresExpositionTest, RendersAGpuRanksDeviceFigures) {
   EXPECT_TRUE(absl::StrContains(text, "# TYPE ringmaster_trainer_gpu_busy_seconds_total counter"));
   EXPECT_TRUE(absl::StrContains(text, "ringmaster_trainer_gpu_comm_seconds" + l + "} 0.015625"));
   EXPECT_TRUE(absl::StrContains(text, "ringmaster_trainer_gpu_comm_seconds_total" + l + "} 0.75"));
+  EXPECT_TRUE(
+      absl::StrContains(text, "ringmaster_trainer_gpu_exposed_comm_seconds" + l + "} 0.0078125"));
+  EXPECT_TRUE(
+      absl::StrContains(text, "ringmaster_trainer_gpu_exposed_comm_seconds_total" + l + "} 0.375"));
+  EXPECT_TRUE(
+      absl::StrContains(text, "# TYPE ringmaster_trainer_gpu_exposed_comm_seconds_total counter"));
   EXPECT_TRUE(absl::StrContains(text, "ringmaster_trainer_skipped_steps_total" + l + "} 1"));
   EXPECT_TRUE(absl::StrContains(text, "ringmaster_trainer_loss_scale" + l + "} 32768"));
 }

@@ -42,6 +42,7 @@ struct RankStatusBlock {
   A has_device, gpu_allocated, gpu_peak, gpu_arena, gpu_step_ns, gpu_busy_ns;
   A skipped_steps, loss_scale_bits;
   A gpu_comm_ns, gpu_comm_total_ns;
+  A gpu_exposed_comm_ns, gpu_exposed_comm_total_ns;
 };
 
 namespace {
@@ -143,6 +144,9 @@ RankFigures Read(const RankStatusBlock& b) {
   f.device.busy_seconds_total = static_cast<double>(Get(b.gpu_busy_ns)) * 1e-9;
   f.device.comm_seconds = static_cast<double>(Get(b.gpu_comm_ns)) * 1e-9;
   f.device.comm_seconds_total = static_cast<double>(Get(b.gpu_comm_total_ns)) * 1e-9;
+  f.device.exposed_comm_seconds = static_cast<double>(Get(b.gpu_exposed_comm_ns)) * 1e-9;
+  f.device.exposed_comm_seconds_total =
+      static_cast<double>(Get(b.gpu_exposed_comm_total_ns)) * 1e-9;
   return f;
 }
 
@@ -265,6 +269,8 @@ void RankStatus::OnDevice(const DeviceFigures& d) {
   Set(block_->gpu_busy_ns, Nanos(d.busy_seconds_total));
   Set(block_->gpu_comm_ns, Nanos(d.comm_seconds));
   Set(block_->gpu_comm_total_ns, Nanos(d.comm_seconds_total));
+  Set(block_->gpu_exposed_comm_ns, Nanos(d.exposed_comm_seconds));
+  Set(block_->gpu_exposed_comm_total_ns, Nanos(d.exposed_comm_seconds_total));
   Set(block_->has_device, 1);
 }
 

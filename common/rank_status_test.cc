@@ -48,7 +48,7 @@ TEST(RankStatusTest, FileReaderSeesWhatTheWriterRecorded) {
   s.OnEval(0.5, 0.875);
   s.OnCheckpoint(0.2, 4096);
   s.OnMemory(1000, 250);
-  s.OnDevice(DeviceFigures{3000, 5000, 700, 0.0625, 2.5, 0.015625, 0.75});
+  s.OnDevice(DeviceFigures{3000, 5000, 700, 0.0625, 2.5, 0.015625, 0.75, 0.0078125, 0.375});
   s.OnEnter(41, Collective::kAllGather);
   s.OnLeave(41, Collective::kAllGather, 0.125);
   s.OnEnter(42, Collective::kReduceScatterSum);
@@ -92,6 +92,8 @@ TEST(RankStatusTest, FileReaderSeesWhatTheWriterRecorded) {
   EXPECT_NEAR(r.device.busy_seconds_total, 2.5, 1e-9);
   EXPECT_NEAR(r.device.comm_seconds, 0.015625, 1e-9);
   EXPECT_NEAR(r.device.comm_seconds_total, 0.75, 1e-9);
+  EXPECT_NEAR(r.device.exposed_comm_seconds, 0.0078125, 1e-9);
+  EXPECT_NEAR(r.device.exposed_comm_seconds_total, 0.375, 1e-9);
   EXPECT_EQ(r.collective_seq, 42u);
   EXPECT_EQ(r.collective_op, Collective::kReduceScatterSum);
   EXPECT_TRUE(r.in_collective);
@@ -180,6 +182,24 @@ TEST(RankStatusTest, MissingAndForeignFilesAreErrorsNamingThePath) {
   EXPECT_TRUE(absl::StrContains(r.status().message(), "not a ringmaster rank status block"));
 
   EXPECT_FALSE(RankStatus::CreateFile(dir + "/no/such/dir/x.status").ok());
+  std::filesystem::remove_all(dir);
+}
+
+// The block only grows at its end: a block written by an older trainer (shorter by the fields
+// added since, here the last two) is refused by size, never read with later fields missing.
+TEST(RankStatusTest, AnOlderShorterBlockIsRefusedBySize) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/old.status";
+  auto s = RankStatus::CreateFile(path);
+  ASSERT_TRUE(s.ok());
+  (*s)->OnStart(2, 10);
+  s->reset();  // the writer's mapping gone before the file shrinks
+  const auto size = std::filesystem::file_size(path);
+  std::filesystem::resize_file(path, size - 2 * sizeof(uint64_t));
+  absl::StatusOr<RankFigures> r = ReadRankStatusFile(path);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), absl::StrCat("expected ", size)))
+      << r.status();
   std::filesystem::remove_all(dir);
 }
 

@@ -37,10 +37,16 @@ struct DeviceFigures {
   uint64_t arena_bytes = 0;           // of which the activation arena
   double step_seconds = 0;            // GPU time of the last step
   double busy_seconds_total = 0;      // GPU time of all steps since the start
-  // GPU time inside collectives (CUDA events around each on the engine's stream): the exposed
-  // communication of the last step (its compute is step_seconds minus this) and of all steps.
+  // GPU time inside collectives (CUDA events around each on the stream it runs on), of the last
+  // step and of all steps. Backward's reductions run on a communication stream, so part of it
+  // overlaps compute.
   double comm_seconds = 0;
   double comm_seconds_total = 0;
+  // Exposed communication, the part not hidden: GPU time the compute stream waited for the
+  // communication stream (CUDA events just before and after each wait) plus the collectives run
+  // on the compute stream itself; of the last step and of all steps. 0 in a world of one.
+  double exposed_comm_seconds = 0;
+  double exposed_comm_seconds_total = 0;
 };
 
 class TrainerMetrics {

@@ -15,7 +15,9 @@
 # Knobs: RINGMASTER_FUZZ_TOTAL_SECONDS, RINGMASTER_FUZZ_SECONDS (per target, instead of a share of
 # the total), RINGMASTER_SANITIZE_JOBS (build/test parallelism, default nproc),
 # RINGMASTER_SANITIZE_BUILD_DIR, RINGMASTER_FUZZ_ONLY=target[,target] (fuzz only these),
-# RINGMASTER_SKIP_FUZZ=1 / RINGMASTER_SKIP_SANITIZE_TESTS=1 (skip step 3 / step 2).
+# RINGMASTER_SKIP_FUZZ=1 / RINGMASTER_SKIP_SANITIZE_TESTS=1 (skip step 3 / step 2),
+# RINGMASTER_SANITIZE_BUILD_ONLY=1 (step 1 only: scripts/test.sh builds the tree this way in the
+# background while the main tests run, then calls the script again, whose build is a no-op).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -75,6 +77,10 @@ if [[ -n ${RINGMASTER_FUZZ_ONLY:-} ]]; then
 fi
 step "build ${#unit_tests[@]} unit tests and ${#fuzzers[@]} fuzz targets (-j$JOBS)"
 ninja -C "$BUILD" -j"$JOBS" -k 0 "${unit_tests[@]}" "${fuzzers[@]}"
+if [[ ${RINGMASTER_SANITIZE_BUILD_ONLY:-0} == 1 ]]; then
+  step "built"
+  exit 0
+fi
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

@@ -20,25 +20,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 # A task the tiny model learns in a few dozen steps and then overfits (15% of the labels
-# flipped): random words of the generated vocabulary around "wonderful" (1) or "terrible" (0).
+# flipped; tests/lib/eval_best_data.py).
 "$T" gen-data --out "$work/data" --train 320 --dev 60 --seed 5 >/dev/null
-"$PY" - "$work/data" <<'PY'
-import random, sys
-d = sys.argv[1]
-words = [w.strip() for w in open(f"{d}/vocab.txt") if w.strip().isalpha()]
-assert "wonderful" in words and "terrible" in words
-r = random.Random(3)
-for name, n in (("train", 320), ("dev", 64)):
-    with open(f"{d}/{name}.tsv", "w") as f:
-        f.write("sentence\tlabel\n")
-        for _ in range(n):
-            y = r.randint(0, 1)
-            ws = [r.choice(words) for _ in range(r.randint(3, 8))]
-            ws.insert(r.randint(0, len(ws)), "wonderful" if y else "terrible")
-            if r.random() < 0.15:
-                y = 1 - y
-            f.write(" ".join(ws) + f"\t{y}\n")
-PY
+"$PY" "$here/lib/eval_best_data.py" "$work/data"
 
 job() {  # $1 = name, $2 = train keys, $3 = output keys
   cat >"$work/$1.yaml" <<YAML

@@ -371,7 +371,12 @@ absl::Status JobManager::OnRankReport(std::string_view node_id, const v1::RankPr
       if (r.exit_code() == 0) {
         if (rs.exited_ok) return absl::OkStatus();
         rs.exited_ok = true;
-        if (rank == 0 && r.step() > 0) step_ = r.step();
+        // The exit report carries the last step and its loss: a fast run (or one stopped early)
+        // may end many steps after the last report seen running, whose loss belongs to that step.
+        if (rank == 0 && r.step() > 0) {
+          step_ = r.step();
+          loss_ = r.loss();
+        }
         if (std::all_of(ranks_.begin(), ranks_.end(),
                         [](const RankState& s) { return s.exited_ok; })) {
           return Finish(state_.Succeed());

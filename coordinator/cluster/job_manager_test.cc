@@ -234,6 +234,29 @@ TEST_F(JobManagerTest, TwoNodesRunToSuccess) {
   EXPECT_THAT(Channel("a").StopGenerations(), IsEmpty());
 }
 
+// The job's last step and its loss come from rank 0's exit report together: a run that ends
+// (early stopping, a fast job) many steps after the last report seen running does not show
+// the new step with the old step's loss.
+TEST_F(JobManagerTest, TheFinalStepAndItsLossComeFromTheExitReport) {
+  std::unique_ptr<JobManager> job = Submit("1");
+  Join(*job, "a");
+  ASSERT_EQ(job->phase(), JobPhase::kRunning);
+  v1::RankProgress running = Report(*job, 0, v1::RANK_PROCESS_STATE_RUNNING);
+  running.set_step(28);
+  running.set_total_steps(120);
+  running.set_loss(0.531);
+  ASSERT_TRUE(job->OnRankReport("id-a", running).ok());
+  v1::RankProgress exited = Report(*job, 0, v1::RANK_PROCESS_STATE_EXITED);
+  exited.set_step(40);
+  exited.set_total_steps(120);
+  exited.set_loss(0.0123);
+  ASSERT_TRUE(job->OnRankReport("id-a", exited).ok());
+  const v1::JobStatus s = job->Status();
+  EXPECT_EQ(s.phase(), v1::JOB_PHASE_SUCCEEDED);
+  EXPECT_EQ(s.step(), 40);
+  EXPECT_DOUBLE_EQ(s.loss(), 0.0123);
+}
+
 // Job throughput is rank 0's steps over the last 30 s times the global batch: it follows a change
 // of pace within the window and ignores the ranks' own rates (measured at other moments).
 TEST_F(JobManagerTest, ThroughputIsAWindowOverRankZerosStepCounter) {

@@ -7,24 +7,14 @@
 # skipped both, trained steps 1..6 anew and exited 0.
 set -uo pipefail
 T=${TRAINER:?}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/security/lib/security.sh
+source "$here/lib/security.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 cd "$work" || exit 1
-"$T" gen-data --out data --train 64 --dev 8 --seed 3 >/dev/null
-job() {  # MAX_STEPS
-  cat <<YAML
-model:
-  config: {hidden_size: 16, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 32,
-           max_position_embeddings: 64}
-  vocab: data/vocab.txt
-data: {train: data/train.tsv, eval: data/dev.tsv, max_seq_len: 32}
-train: {epochs: 1, max_steps: $1, global_batch_size: 8, micro_batch_size: 8, lr: 1.0e-3}
-output: {dir: out, checkpoint_every_steps: 2}
-YAML
-}
-job 4 >job4.yaml
-job 6 >job6.yaml
+checkpoint_jobs "$work"
 OMP_NUM_THREADS=1 "$T" train --config job4.yaml >train1.log 2>&1 || { cat train1.log; fail "the first run failed"; }
 c2=$work/out/checkpoints/step-00000002
 c4=$work/out/checkpoints/step-00000004

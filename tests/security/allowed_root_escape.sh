@@ -13,15 +13,11 @@
 # A job with a plain output.dir below the root still succeeds, with its checkpoints there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib/cluster.sh
-source "$here/../lib/cluster.sh"
-# shellcheck source=lib/security.sh
+# shellcheck source=tests/security/lib/security.sh
 source "$here/lib/security.sh"
 work=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$work"' EXIT
-cluster_init "$work"
+security_cluster "$work"
 security_rogue
-fail() { echo "FAIL: $*"; cluster_logs; exit 1; }
 root=$work/root outside=$work/outside
 mkdir -p "$root" "$outside"
 

@@ -11,29 +11,14 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 T=${TRAINER:?}
-# shellcheck source=../lib/cluster.sh
-source "$here/../lib/cluster.sh"
+# shellcheck source=tests/security/lib/security.sh
+source "$here/lib/security.sh"
 work=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$work"' EXIT
-cluster_init "$work"
-fail() { echo "FAIL: $*"; exit 1; }
+security_cluster "$work"
 
 # ---- a manifest with total 2^62
 cd "$work" || exit 1
-"$T" gen-data --out data --train 64 --dev 8 --seed 3 >/dev/null
-job() {  # MAX_STEPS
-  cat <<YAML
-model:
-  config: {hidden_size: 16, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 32,
-           max_position_embeddings: 64}
-  vocab: data/vocab.txt
-data: {train: data/train.tsv, eval: data/dev.tsv, max_seq_len: 32}
-train: {epochs: 1, max_steps: $1, global_batch_size: 8, micro_batch_size: 8, lr: 1.0e-3}
-output: {dir: out, checkpoint_every_steps: 2}
-YAML
-}
-job 4 >job4.yaml
-job 6 >job6.yaml
+checkpoint_jobs "$work"
 "$T" train --config job4.yaml >train1.log 2>&1 || { cat train1.log; fail "the first run failed"; }
 m=out/checkpoints/step-00000004/manifest.json
 [[ -f $m && -f out/checkpoints/step-00000002/manifest.json ]] || fail "no checkpoints at steps 2 and 4"

@@ -10,14 +10,10 @@
 # exceed this machine's memory; skipped on a machine with more than 200 GiB.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib/cluster.sh
-source "$here/../lib/cluster.sh"
-# shellcheck source=lib/security.sh
+# shellcheck source=tests/security/lib/security.sh
 source "$here/lib/security.sh"
 work=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$work"' EXIT
-cluster_init "$work"
-fail() { echo "FAIL: $*"; cluster_logs; exit 1; }
+security_cluster "$work"
 mem_kib=$(awk '$1 == "MemTotal:" {print $2}' /proc/meminfo)
 [[ -n $mem_kib ]] || { echo "SKIP: no MemTotal in /proc/meminfo"; exit 77; }
 layers=$((mem_kib / (48 * 1024 * 1024) + 1))

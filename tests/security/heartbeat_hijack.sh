@@ -13,17 +13,13 @@
 # never lost its stream. Before the fix, attempt 1 kept a stream open and cut good off.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib/cluster.sh
-source "$here/../lib/cluster.sh"
-# shellcheck source=lib/security.sh
+# shellcheck source=tests/security/lib/security.sh
 source "$here/lib/security.sh"
 work=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$work"' EXIT
-cluster_init "$work"
+security_cluster "$work"
 security_rogue
 cluster_tls
 export RINGMASTER_JOIN_TOKEN_FILE=$work/tls/join.token
-fail() { echo "FAIL: $*"; cluster_logs; exit 1; }
 
 start_coordinator --last-call 1s
 start_agent good --address 127.0.0.1 --throughput off

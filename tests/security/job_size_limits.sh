@@ -14,14 +14,10 @@
 #     instead of dying of an uncaught std::bad_alloc (SIGABRT, exit 134).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib/cluster.sh
-source "$here/../lib/cluster.sh"
-# shellcheck source=lib/security.sh
+# shellcheck source=tests/security/lib/security.sh
 source "$here/lib/security.sh"
 work=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$work"' EXIT
-cluster_init "$work"
-fail() { echo "FAIL: $*"; cluster_logs; exit 1; }
+security_cluster "$work"
 start_coordinator
 start_agent a
 wait_until 30 "agent a to be Ready" ready_nodes 1 || fail "agent a did not register"

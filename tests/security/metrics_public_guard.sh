@@ -9,14 +9,10 @@
 # coordinator and agent served 0.0.0.0 silently and the trainer bound 0.0.0.0 by default.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib/cluster.sh
-source "$here/../lib/cluster.sh"
-# shellcheck source=lib/security.sh
+# shellcheck source=tests/security/lib/security.sh
 source "$here/lib/security.sh"
 work=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$work"' EXIT
-cluster_init "$work"
-fail() { echo "FAIL: $*"; exit 1; }
+security_cluster "$work"
 guard="not a loopback address, and /metrics is served in plaintext without authentication"
 
 # coord OUT FLAGS...: the coordinator for at most 3 s; its exit status (124: it kept running).

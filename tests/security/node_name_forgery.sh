@@ -7,15 +7,11 @@
 # registered and the coordinator's "registered" line split into a forged second line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib/cluster.sh
-source "$here/../lib/cluster.sh"
-# shellcheck source=lib/security.sh
+# shellcheck source=tests/security/lib/security.sh
 source "$here/lib/security.sh"
 work=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$work"' EXIT
-cluster_init "$work"
+security_cluster "$work"
 security_rogue
-fail() { echo "FAIL: $*"; cluster_logs; exit 1; }
 
 start_coordinator
 forged="2001-01-01T00:00:00.000Z INFO ringmaster-coordinator: node node-000009 (admin) FORGED"

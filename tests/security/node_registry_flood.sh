@@ -9,16 +9,12 @@
 # series), while the real agent's node stays; a restarted coordinator does not bring them back.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib/cluster.sh
-source "$here/../lib/cluster.sh"
-# shellcheck source=lib/security.sh
+# shellcheck source=tests/security/lib/security.sh
 source "$here/lib/security.sh"
 work=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$work"' EXIT
-cluster_init "$work"
+security_cluster "$work"
 security_rogue
 command -v curl >/dev/null || { echo "SKIP: needs curl"; exit 77; }
-fail() { echo "FAIL: $*"; cluster_logs; exit 1; }
 mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 series() { curl -sf "http://127.0.0.1:$mport/metrics" | grep -c '^ringmaster_node_heartbeat_age_seconds{' || true; }
 node_count() { "$CP_CLI" nodes | tail -n +2 | grep -c . || true; }

@@ -8,16 +8,12 @@
 # were accepted and stored.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../lib/cluster.sh
-source "$here/../lib/cluster.sh"
-# shellcheck source=lib/security.sh
+# shellcheck source=tests/security/lib/security.sh
 source "$here/lib/security.sh"
 work=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$work"' EXIT
-cluster_init "$work"
+security_cluster "$work"
 security_rogue
 cluster_tls
-fail() { echo "FAIL: $*"; cluster_logs; exit 1; }
 start_coordinator
 tiny_job "$work"
 

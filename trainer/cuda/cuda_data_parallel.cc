@@ -207,10 +207,6 @@ CudaDataParallel::~CudaDataParallel() {
     if (p != nullptr) cudaFree(p);
   }
   for (float* p : all_pooled_) cudaFree(p);
-  for (const auto& [a, b] : comm_events_) {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
 }
 
 void CudaDataParallel::Fail(const absl::Status& s) {
@@ -246,7 +242,7 @@ CudaDataParallel::CommPhase::~CommPhase() { dp_->cur_ = dp_->stream_; }
 absl::Status CudaDataParallel::Join() {
   if (joined_ == phases_) return absl::OkStatus();
   RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(to_compute_, comm_stream_));
-  RM_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, to_compute_, 0));
+  RM_RETURN_IF_ERROR(exposed_.TimedWait(stream_, to_compute_));
   joined_ = phases_;
   return absl::OkStatus();
 }
@@ -279,23 +275,12 @@ void CudaDataParallel::Give(float* p) {
 }
 
 absl::StatusOr<size_t> CudaDataParallel::CommBegin() {
-  if (comm_events_used_ == comm_events_.size()) {
-    std::pair<cudaEvent_t, cudaEvent_t> e{nullptr, nullptr};
-    RM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e.first));
-    if (cudaError_t err = cudaEventCreate(&e.second); err != cudaSuccess) {
-      cudaEventDestroy(e.first);
-      return CudaStatus(err, "cudaEventCreate", __FILE__, __LINE__);
-    }
-    comm_events_.push_back(e);
-  }
-  RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(comm_events_[comm_events_used_].first, cur_));
-  return comm_events_used_++;
+  RM_ASSIGN_OR_RETURN(const size_t timing, comm_time_.Begin(cur_));
+  comm_on_compute_.push_back(cur_ == stream_);  // nothing overlaps it: exposed whole
+  return timing;
 }
 
-absl::Status CudaDataParallel::CommEnd(size_t timing) {
-  RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(comm_events_[timing].second, cur_));
-  return absl::OkStatus();
-}
+absl::Status CudaDataParallel::CommEnd(size_t timing) { return comm_time_.End(timing, cur_); }
 
 void CudaDataParallel::Issue(const std::function<std::shared_ptr<Work>()>& issue) {
   absl::StatusOr<size_t> timing = CommBegin();
@@ -308,17 +293,19 @@ void CudaDataParallel::Issue(const std::function<std::shared_ptr<Work>()>& issue
 }
 
 absl::Status CudaDataParallel::CollectCommTime() {
-  double seconds = 0;
-  for (size_t i = 0; i < comm_events_used_; ++i) {
-    RM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(comm_events_[i].second));
-    float ms = 0;
-    RM_CUDA_RETURN_IF_ERROR(
-        cudaEventElapsedTime(&ms, comm_events_[i].first, comm_events_[i].second));
-    seconds += ms * 1e-3;
+  RM_ASSIGN_OR_RETURN(const std::vector<double> comm, comm_time_.Collect());
+  double seconds = 0, exposed_seconds = 0;
+  for (size_t i = 0; i < comm.size(); ++i) {
+    seconds += comm[i];
+    if (comm_on_compute_[i]) exposed_seconds += comm[i];
   }
-  comm_events_used_ = 0;
+  comm_on_compute_.clear();
+  RM_ASSIGN_OR_RETURN(const std::vector<double> exposed, exposed_.Collect());
+  for (double s : exposed) exposed_seconds += s;
   last_comm_seconds_ = seconds;
   comm_seconds_total_ += seconds;
+  last_exposed_seconds_ = exposed_seconds;
+  exposed_seconds_total_ += exposed_seconds;
   return absl::OkStatus();
 }
 
@@ -420,9 +407,7 @@ const float* CudaDataParallel::AcquireParams(int unit) {
   if (gathered_[unit] == nullptr) return spare_;
   if (prefetched_[unit]) {  // the compute reads the unit next: after its gather
     prefetched_[unit] = false;
-    if (cudaError_t e = cudaStreamWaitEvent(stream_, ready_[unit], 0); e != cudaSuccess) {
-      Fail(CudaStatus(e, "cudaStreamWaitEvent", __FILE__, __LINE__));
-    }
+    if (absl::Status s = exposed_.TimedWait(stream_, ready_[unit]); !s.ok()) Fail(s);
   }
   // Gather the next unit while this one computes (FSDP's forward and backward prefetch): in
   // backward (units in reverse) its gather then does not wait behind this unit's reduction.
@@ -563,29 +548,38 @@ absl::StatusOr<ReducedStep> CudaDataParallel::Reduce(double local_loss, float fl
   }
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   RM_RETURN_IF_ERROR(Settle());
-  // Every collective of the step has completed: read their GPU time. The small sums below (and
-  // AllReduceWorld's, Barrier's) are bookkeeping and not timed.
-  RM_RETURN_IF_ERROR(CollectCommTime());
   ReducedStep out{local_loss, sq, flag};
-  if (world_size_ == 1) return out;
+  if (world_size_ > 1) {
+    RM_ASSIGN_OR_RETURN(out, SumOverRanks(out));
+  }
+  // Every collective of the step has completed and the host has waited for both streams (the
+  // join above, then the compute stream): read their GPU time, with no wait of its own.
+  RM_RETURN_IF_ERROR(CollectCommTime());
+  return out;
+}
+
+absl::StatusOr<ReducedStep> CudaDataParallel::SumOverRanks(const ReducedStep& mine) {
   // Sum the three values in double, in rank order, identically on every rank: each rank's
-  // values gathered as bytes (the collectives have no fp64 sum).
+  // values gathered as bytes (the collectives have no fp64 sum). Bookkeeping, not in the comm
+  // figure; but the compute stream does nothing else meanwhile, so it is exposed.
   const size_t w = static_cast<size_t>(world_size_);
-  const size_t need = sizeof(double) * 3 * (w + 1);
+  const double values[3] = {mine.loss, mine.grad_sq, mine.flag_sum};
+  const size_t need = sizeof(values) * (w + 1);
   RM_RETURN_IF_ERROR(ReserveSmall(need));
-  const double mine[3] = {local_loss, sq, static_cast<double>(flag)};
   std::vector<double> all(3 * w);
   auto* base = static_cast<unsigned char*>(small_);
   RM_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(base, mine, sizeof(mine), cudaMemcpyHostToDevice, stream_));
-  Keep(comms_.world->AllGatherAsync(base, base + sizeof(mine), sizeof(mine), DataType::kBytes,
+      cudaMemcpyAsync(base, values, sizeof(values), cudaMemcpyHostToDevice, stream_));
+  RM_ASSIGN_OR_RETURN(const size_t timing, exposed_.Begin(stream_));
+  Keep(comms_.world->AllGatherAsync(base, base + sizeof(values), sizeof(values), DataType::kBytes,
                                     stream()));
-  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(all.data(), base + sizeof(mine),
+  RM_RETURN_IF_ERROR(exposed_.End(timing, stream_));
+  RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(all.data(), base + sizeof(values),
                                           all.size() * sizeof(double), cudaMemcpyDeviceToHost,
                                           stream_));
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   RM_RETURN_IF_ERROR(Settle());
-  out = ReducedStep{};
+  ReducedStep out;
   for (size_t r = 0; r < w; ++r) {
     out.loss += all[3 * r];
     out.grad_sq += all[3 * r + 1];

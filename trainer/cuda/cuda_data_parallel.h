@@ -35,6 +35,8 @@
 // pooled buffer communication still uses. Collectives outside phases (Reduce's sums,
 // shard_grad_op's publishing, checkpoints) run on the compute stream after a join. So every
 // collective of the communicator is ordered after the previous one on the device, as NCCL needs.
+// Each of those waits is timed on the compute stream (GpuIntervals::TimedWait): with the
+// collectives that run on the compute stream, that is the step's exposed communication.
 // The host never waits for a collective it issues: their Works are kept and settled (waited for,
 // errors surfaced) at the step's reduction and the other host synchronisation points. Checked under
 // the emulator's lazy streams (docs/cuda.md), which run a stream's work only when something waits
@@ -61,6 +63,7 @@
 #include "trainer/comm/communicator.h"
 #include "trainer/cuda/device_powersgd.h"
 #include "trainer/cuda/device_two_stage_allreduce.h"
+#include "trainer/cuda/gpu_intervals.h"
 #include "trainer/dist/data_parallel.h"
 #include "trainer/dist/unit_shards.h"
 #include "trainer/dist/wire_codec.h"
@@ -151,6 +154,13 @@ class CudaDataParallel : public UnitAccess<float> {
   // reductions of backward run on the communication stream, so part of it overlaps compute.
   double last_comm_seconds() const { return last_comm_seconds_; }
   double comm_seconds_total() const { return comm_seconds_total_; }
+  // Exposed communication, the part not hidden behind compute: GPU time the compute stream spent
+  // waiting for the communication stream (an event recorded just before each such wait and one
+  // just after) plus the collectives that ran on the compute stream itself (Reduce's, the step's
+  // sums, shard_grad_op's publishing, GatherFullParams'), for the same steps as above. Zero in a
+  // world of one.
+  double last_exposed_comm_seconds() const { return last_exposed_seconds_; }
+  double exposed_comm_seconds_total() const { return exposed_seconds_total_; }
 
   size_t persistent_bytes() const { return persistent_bytes_; }
   size_t pooled_bytes() const;  // gathered units, unit gradients, scratch: allocated so far
@@ -178,16 +188,19 @@ class CudaDataParallel : public UnitAccess<float> {
    private:
     CudaDataParallel* dp_;
   };
-  absl::Status Join();  // the compute stream waits for the communication issued so far
+  absl::Status Join();  // the compute stream waits for the communication issued so far (timed)
   void Fail(const absl::Status& s);
   void Keep(std::shared_ptr<Work> w) { pending_.push_back(std::move(w)); }
   // Issues a collective (Keep's its Work) between two timing events on the stream.
   void Issue(const std::function<std::shared_ptr<Work>()>& issue);
   absl::StatusOr<size_t> CommBegin();  // records a pair's first event; the pair's index
   absl::Status CommEnd(size_t timing);
-  absl::Status CollectCommTime();  // sums and recycles the recorded pairs (waits for them)
-  absl::StatusOr<float*> Take();   // a pooled buffer of max_padded_ floats
-  void Give(float* p);             // back to the pool (stream order keeps reuse safe)
+  // Sums the recorded intervals into the comm and exposed figures (waits for them).
+  absl::Status CollectCommTime();
+  // Reduce's sum over ranks of each rank's three values (collective, synchronises).
+  absl::StatusOr<ReducedStep> SumOverRanks(const ReducedStep& mine);
+  absl::StatusOr<float*> Take();  // a pooled buffer of max_padded_ floats
+  void Give(float* p);            // back to the pool (stream order keeps reuse safe)
   absl::Status GatherUnit(int unit, float* out);  // all-gather unit's shards into `out` (padded)
   // Gathers `unit` on the communication stream (unless already there), recording ready_[unit].
   void Prefetch(int unit);
@@ -251,9 +264,11 @@ class CudaDataParallel : public UnitAccess<float> {
   std::vector<bool> prefetched_;
   std::vector<cudaEvent_t> ready_;
   std::vector<std::shared_ptr<Work>> pending_;
-  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> comm_events_;
-  size_t comm_events_used_ = 0;
+  GpuIntervals comm_time_;             // around each timed collective, on its stream
+  std::vector<bool> comm_on_compute_;  // per comm_time_ interval: it ran on the compute stream
+  GpuIntervals exposed_;               // on the compute stream, counted whole as exposed
   double last_comm_seconds_ = 0, comm_seconds_total_ = 0;
+  double last_exposed_seconds_ = 0, exposed_seconds_total_ = 0;
   bool training_ = false, last_micro_ = true, backward_ = false;
   CommTotals comm_;
   mutable std::mutex mu_;

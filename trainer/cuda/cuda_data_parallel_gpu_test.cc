@@ -223,6 +223,13 @@ TEST_P(CudaDataParallelTest, MatchesOneCpuModelAndResumesInAWorldOfOne) {
     // The step's collectives were timed on the stream, within the GPU time of the steps.
     EXPECT_GT(got.device.comm_seconds_total, 0.0) << "rank " << r;
     EXPECT_LE(got.device.comm_seconds_total, got.device.busy_seconds_total) << "rank " << r;
+    // The exposed part (the compute stream's timed waits for the communication stream and the
+    // collectives on it, the step's sums at least): intervals of the compute stream inside the
+    // steps, so within their GPU time.
+    EXPECT_GT(got.device.exposed_comm_seconds_total, 0.0) << "rank " << r;
+    EXPECT_LE(got.device.exposed_comm_seconds_total, got.device.busy_seconds_total) << "rank " << r;
+    EXPECT_GT(got.device.exposed_comm_seconds, 0.0) << "rank " << r << ": the last step's";
+    EXPECT_LE(got.device.exposed_comm_seconds, got.device.exposed_comm_seconds_total);
   }
 
   // The checkpoint: the ranks' saved ranges tile the layout exactly once, with the gathered
@@ -268,6 +275,8 @@ TEST_P(CudaDataParallelTest, MatchesOneCpuModelAndResumesInAWorldOfOne) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_NEAR(o->grad_norm, cpu.norm[3], 1e-4 * cpu.norm[3]);
   EXPECT_EQ((*single)->figures().comm_seconds_total, 0.0) << "a world of one communicates";
+  EXPECT_EQ((*single)->figures().exposed_comm_seconds_total, 0.0)
+      << "a world of one waits for communication";
   absl::StatusOr<std::vector<float>> after = (*single)->DownloadParams();
   ASSERT_TRUE(after.ok());
   ExpectWeightsMatch(layout, cpu.params, *after, kLr, 4);

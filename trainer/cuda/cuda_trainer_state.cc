@@ -159,6 +159,8 @@ DeviceFigures CudaTrainerState::figures() const {
   f.busy_seconds_total = busy_seconds_;
   f.comm_seconds = dp_->last_comm_seconds();
   f.comm_seconds_total = dp_->comm_seconds_total();
+  f.exposed_comm_seconds = dp_->last_exposed_comm_seconds();
+  f.exposed_comm_seconds_total = dp_->exposed_comm_seconds_total();
   return f;
 }
 

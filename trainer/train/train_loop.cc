@@ -624,10 +624,11 @@ absl::Status TrainLoop::Finish(double train_seconds, TrainResult* result) {
     metrics_->OnDevice(*ef.device);
     LogInfo(absl::StrFormat(
         "rank %d: GPU memory %.1f MiB allocated (%.1f MiB activation arena), %.1f MiB peak; GPU "
-        "busy %.2f s of %.2f s training, %.2f s of it in collectives",
+        "busy %.2f s of %.2f s training, %.2f s of it in collectives, %.2f s of communication "
+        "exposed (not hidden behind compute)",
         world_.rank, ef.device->allocated_bytes / 1048576.0, ef.device->arena_bytes / 1048576.0,
         ef.device->peak_allocated_bytes / 1048576.0, ef.device->busy_seconds_total, train_seconds,
-        ef.device->comm_seconds_total));
+        ef.device->comm_seconds_total, ef.device->exposed_comm_seconds_total));
   }
   LogInfo(absl::StrFormat(
       "rank %d: state memory %.1f MiB persistent + %.1f MiB peak transient; sent %.1f MiB "
@@ -658,7 +659,8 @@ absl::Status TrainLoop::Finish(double train_seconds, TrainResult* result) {
                     {"peak_allocated_bytes", ef.device->peak_allocated_bytes},
                     {"arena_bytes", ef.device->arena_bytes},
                     {"busy_seconds", ef.device->busy_seconds_total},
-                    {"comm_seconds", ef.device->comm_seconds_total}};
+                    {"comm_seconds", ef.device->comm_seconds_total},
+                    {"exposed_comm_seconds", ef.device->exposed_comm_seconds_total}};
   }
   RM_RETURN_IF_ERROR(WriteFileAtomicBeneath(
       job_.output.dir, (ranks_dir / absl::StrCat("rank-", world_.rank, ".json")).string(),

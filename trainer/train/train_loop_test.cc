@@ -291,7 +291,7 @@ TEST_F(TrainLoopTest, ReportsAGpuEnginesDeviceFiguresToTheMetricsAndTheRankRepor
   for (const bool gpu : {false, true}) {
     JobSpec job = Job(gpu ? "out-gpu" : "out-cpu", 20);
     auto engine = std::make_unique<FakeEngine>();
-    if (gpu) engine->device = DeviceFigures{4096, 8192, 1024, 0.25, 1.5, 0.125, 0.5};
+    if (gpu) engine->device = DeviceFigures{4096, 8192, 1024, 0.25, 1.5, 0.125, 0.5, 0.0625, 0.375};
     auto loop = Loop(job, std::move(engine));
     std::unique_ptr<RankStatus> status = RankStatus::CreateAnonymous();
     loop->set_metrics(status.get());
@@ -313,6 +313,9 @@ TEST_F(TrainLoopTest, ReportsAGpuEnginesDeviceFiguresToTheMetricsAndTheRankRepor
     EXPECT_EQ(j["gpu"]["arena_bytes"], 1024);
     EXPECT_DOUBLE_EQ(j["gpu"]["busy_seconds"].get<double>(), 1.5);
     EXPECT_DOUBLE_EQ(j["gpu"]["comm_seconds"].get<double>(), 0.5);
+    EXPECT_DOUBLE_EQ(j["gpu"]["exposed_comm_seconds"].get<double>(), 0.375);
+    EXPECT_DOUBLE_EQ(f.device.exposed_comm_seconds, 0.0625);
+    EXPECT_DOUBLE_EQ(f.device.exposed_comm_seconds_total, 0.375);
   }
 }
 
