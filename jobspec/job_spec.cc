@@ -452,6 +452,7 @@ void ParseTrain(MapReader& root, JobSpec& spec, Errors& errors, UnknownSettings&
   m.Get("early_stopping_patience", &t.early_stopping_patience, ToInt);
   m.Get("early_stopping_threshold", &t.early_stopping_threshold, ToDouble);
   m.Get("log_every_steps", &t.log_every_steps, ToInt64);
+  m.Get("gradient_checkpointing", &t.gradient_checkpointing, ToBool);
   GetSetting(m, "resume", &t.resume, errors, unknown);
   m.ReportUnknown({{"adam_beta1", "use adam_betas: [beta1, beta2]"},
                    {"adam_beta2", "use adam_betas: [beta1, beta2]"}});

@@ -101,6 +101,10 @@ struct TrainSpec {
   int early_stopping_patience = 0;
   double early_stopping_threshold = 0.0;
   int64_t log_every_steps = 0;  // 0 = time based
+  // Backward recomputes each encoder layer's forward instead of keeping its intermediates
+  // (HF's gradient_checkpointing): less activation memory, one more forward of compute; the
+  // same losses and gradients.
+  bool gradient_checkpointing = false;
   // Checkpoints already in output.dir: resume when the run's trajectory settings match (auto),
   // start over (never), or resume whatever changed (force). trainer/train/resume_policy.h.
   ResumeMode resume = ResumeMode::kAuto;

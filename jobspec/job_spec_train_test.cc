@@ -1,6 +1,7 @@
 // ctest-labels: unit
 // The job spec's data layout keys, LR schedule keys and the evaluation / best model / early
-// stopping keys: parsed, checked with errors naming the key, written back.
+// stopping keys and the gradient checkpointing switch: parsed, checked with errors naming the
+// key, written back.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -145,6 +146,24 @@ TEST(JobSpecTest, EvaluationAndBestModelKeys) {
               HasSubstr("train.early_stopping_patience: must be >= 0"));
   EXPECT_THAT(ErrorOf(WithData(eval + "train:\n  early_stopping_threshold: -0.1\n")),
               HasSubstr("train.early_stopping_threshold: must be >= 0, got -0.1"));
+}
+
+// train.gradient_checkpointing: off by default, parsed, written back, a non-boolean refused.
+TEST(JobSpecTest, GradientCheckpointingKey) {
+  absl::StatusOr<JobSpec> d = Parse(WithData(""));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->train.gradient_checkpointing);
+  absl::StatusOr<JobSpec> on = Parse(WithData("train:\n  gradient_checkpointing: true\n"));
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->train.gradient_checkpointing);
+  absl::StatusOr<JobSpec> back = Parse(JobSpecToYaml(*on));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->train.gradient_checkpointing);
+  absl::StatusOr<JobSpec> off = Parse(JobSpecToYaml(*d));
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->train.gradient_checkpointing);
+  EXPECT_THAT(ErrorOf(WithData("train:\n  gradient_checkpointing: sometimes\n")),
+              HasSubstr("train.gradient_checkpointing"));
 }
 
 }  // namespace

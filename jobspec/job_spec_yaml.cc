@@ -157,6 +157,7 @@ std::string JobSpecToYaml(const JobSpec& s) {
   KeyNumber(out, "early_stopping_patience", t.early_stopping_patience);
   KeyNumber(out, "early_stopping_threshold", t.early_stopping_threshold);
   KeyNumber(out, "log_every_steps", t.log_every_steps);
+  KeyBool(out, "gradient_checkpointing", t.gradient_checkpointing);
   KeyString(out, "resume", std::string(SettingName(t.resume)));
   out << YAML::EndMap;
 

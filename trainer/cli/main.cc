@@ -173,6 +173,7 @@ rt::CudaEngineFactory CudaEngineFactory() {
     }
     options.adam = rt::AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,
                                     job.train.weight_decay};
+    options.gradient_checkpointing = job.train.gradient_checkpointing;
     // bf16/fp16 are GEMM-level mixed precision (fp32 master weights). auto without a plan
     // (a plan resolves it per rank: RINGMASTER_PRECISION) picks by the device's generation,
     // by the planner's rule (jobspec/precision_policy.h).

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "trainer/cuda/attention_ops.h"
+#include "trainer/cuda/bert_cuda_buffers.h"
 #include "trainer/cuda/bias_grad.h"
 #include "trainer/cuda/cuda_status.h"
 #include "trainer/cuda/kernels.h"
@@ -45,49 +46,9 @@ using bert_spec::SiteSeed;
 
 }  // namespace
 
-struct CudaBertModel::LayerActs {
-  float* x = nullptr;                  // (N, H) layer input
-  float *qh = nullptr, *kh = nullptr;  // (BH, S, D) each
-  float* vh = nullptr;                 // (BH, S, D)
-  float* probs = nullptr;              // (BH, S, S) softmax output, before dropout
-  float* probs_mask = nullptr;         // (BH, S, S) when attention dropout is on
-  float* ctx = nullptr;                // (N, H) attention context, rows
-  float* attn_mask = nullptr;          // (N, H) when hidden dropout is on
-  float *ln1_in = nullptr, *ln1_mean = nullptr, *ln1_rstd = nullptr, *h1 = nullptr;
-  float *u = nullptr, *g = nullptr;  // (N, I) pre- and post-GELU
-  float* ffn_mask = nullptr;         // (N, H)
-  float *ln2_in = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;
-};
-
-struct CudaBertModel::Buffers {
-  int32_t *ids = nullptr, *types = nullptr;  // (N)
-  float* mask_bias = nullptr;                // (N)
-  float* labels = nullptr;                   // (B)
-  float *emb_sum = nullptr, *emb_mean = nullptr, *emb_rstd = nullptr, *emb_mask = nullptr;
-  std::vector<LayerActs> layers;
-  float* final_out = nullptr;                        // (N, H)
-  float *pooled = nullptr, *pooled_d = nullptr;      // (B, H)
-  float *pooled_mask = nullptr, *dpooled = nullptr;  // (B, H)
-  float *logits = nullptr, *dlogits = nullptr;       // (B, C)
-  float* losses = nullptr;                           // (B)
-  // Scratch shared by all layers.
-  float* qkv = nullptr;                                  // (N, 3H)
-  float* pdrop = nullptr;                                // (BH, S, S)
-  float* heads = nullptr;                                // (BH, S, D) context / its gradient
-  float *dA = nullptr, *dB = nullptr, *dC = nullptr;     // (N, H)
-  float* dI = nullptr;                                   // (N, I)
-  float* dqkv = nullptr;                                 // (N, 3H)
-  float *dqh = nullptr, *dkh = nullptr, *dvh = nullptr;  // (BH, S, D)
-  float* dp = nullptr;                                   // (BH, S, S)
-  float* ln_scratch = nullptr;
-  float* bias_scratch = nullptr;
-};
-
-absl::StatusOr<std::unique_ptr<CudaBertModel>> CudaBertModel::Create(const BertConfig& config,
-                                                                     const ParamLayout& layout,
-                                                                     Gemm* gemm,
-                                                                     cudaStream_t stream,
-                                                                     GemmPrecision precision) {
+absl::StatusOr<std::unique_ptr<CudaBertModel>> CudaBertModel::Create(
+    const BertConfig& config, const ParamLayout& layout, Gemm* gemm, cudaStream_t stream,
+    GemmPrecision precision, bool gradient_checkpointing) {
   if (gemm == nullptr) return absl::InvalidArgumentError("CudaBertModel: no GEMM");
   if (config.hidden_size % config.num_attention_heads != 0) {
     return absl::InvalidArgumentError(
@@ -98,6 +59,7 @@ absl::StatusOr<std::unique_ptr<CudaBertModel>> CudaBertModel::Create(const BertC
   m->config_ = config;
   m->gemm_ = gemm;
   m->stream_ = stream;
+  m->checkpointing_ = gradient_checkpointing;
   for (const ParamSpec& s : layout.specs) {
     m->offsets_.push_back(s.offset);
     m->unit_of_.push_back(s.unit);
@@ -163,94 +125,6 @@ void CudaBertModel::Release(UnitAccess<float>* access, int unit, bool grads) {
   }
   access->ReleaseParams(unit);
   unit_params_[unit] = nullptr;
-}
-
-absl::Status CudaBertModel::Resize(int B, int S, bool hidden_dropout, bool attention_dropout) {
-  const size_t H = config_.hidden_size, I = config_.intermediate_size;
-  const size_t NH = config_.num_attention_heads, C = config_.num_labels;
-  const size_t N = static_cast<size_t>(B) * S, BH = B * NH, SS = static_cast<size_t>(S) * S;
-  const size_t scratch_ln =
-      LayerNormBackwardScratchFloats(static_cast<int>(N), static_cast<int>(H));
-  const size_t scratch_bias =
-      BiasGradientScratchFloats(static_cast<int>(N), static_cast<int>(std::max(3 * H, I)));
-  // Two passes over the same sequence of takes: count, then assign from the arena's base.
-  auto layout = [&](char* base) {
-    size_t used = 0;
-    auto take = [&](size_t count, size_t elem = sizeof(float)) -> void* {
-      void* p = base == nullptr ? nullptr : base + used;
-      used += (count * elem + 255) / 256 * 256;
-      return p;
-    };
-    auto f = [&](size_t count) { return static_cast<float*>(take(count)); };
-    Buffers& b = *buf_;
-    b.ids = static_cast<int32_t*>(take(N, sizeof(int32_t)));
-    b.types = static_cast<int32_t*>(take(N, sizeof(int32_t)));
-    b.mask_bias = f(N);
-    b.labels = f(B);
-    b.emb_sum = f(N * H);
-    b.emb_mean = f(N);
-    b.emb_rstd = f(N);
-    b.emb_mask = hidden_dropout ? f(N * H) : nullptr;
-    b.layers.resize(config_.num_hidden_layers);
-    for (LayerActs& a : b.layers) {
-      a.x = f(N * H);
-      a.qh = f(N * H);
-      a.kh = f(N * H);
-      a.vh = f(N * H);
-      a.probs = f(BH * SS);
-      a.probs_mask = attention_dropout ? f(BH * SS) : nullptr;
-      a.ctx = f(N * H);
-      a.attn_mask = hidden_dropout ? f(N * H) : nullptr;
-      a.ln1_in = f(N * H);
-      a.ln1_mean = f(N);
-      a.ln1_rstd = f(N);
-      a.h1 = f(N * H);
-      a.u = f(N * I);
-      a.g = f(N * I);
-      a.ffn_mask = hidden_dropout ? f(N * H) : nullptr;
-      a.ln2_in = f(N * H);
-      a.ln2_mean = f(N);
-      a.ln2_rstd = f(N);
-    }
-    b.final_out = f(N * H);
-    b.pooled = f(B * H);
-    b.pooled_d = f(B * H);
-    b.pooled_mask = hidden_dropout ? f(B * H) : nullptr;
-    b.dpooled = f(B * H);
-    b.logits = f(B * C);
-    b.dlogits = f(B * C);
-    b.losses = f(B);
-    b.qkv = f(N * 3 * H);
-    b.pdrop = f(BH * SS);
-    b.heads = f(N * H);
-    b.dA = f(N * H);
-    b.dB = f(N * H);
-    b.dC = f(N * H);
-    b.dI = f(N * I);
-    b.dqkv = f(N * 3 * H);
-    b.dqh = f(N * H);
-    b.dkh = f(N * H);
-    b.dvh = f(N * H);
-    b.dp = f(BH * SS);
-    b.ln_scratch = f(scratch_ln);
-    b.bias_scratch = f(scratch_bias);
-    return used;
-  };
-  const size_t need = layout(nullptr);
-  if (need > arena_bytes_) {
-    if (arena_ != nullptr) {
-      RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the old arena may be in use
-      RM_CUDA_RETURN_IF_ERROR(cudaFree(arena_));
-      arena_ = nullptr;
-      arena_bytes_ = 0;
-    }
-    RM_CUDA_RETURN_IF_ERROR(cudaMalloc(&arena_, need));
-    arena_bytes_ = need;
-  }
-  layout(static_cast<char*>(arena_));
-  B_ = B;
-  S_ = S;
-  return absl::OkStatus();
 }
 
 absl::StatusOr<float> CudaBertModel::Forward(const float* params, const BertInputs& in,
@@ -336,6 +210,7 @@ absl::StatusOr<float> CudaBertModel::Forward(UnitAccess<float>* access, const Be
   }
   const size_t N = static_cast<size_t>(B) * S;
   training_ = training;
+  dropout_seed_ = dropout_seed;
   hidden_p_ = training ? config_.hidden_dropout_prob : 0.0f;
   attn_p_ = training ? config_.attention_probs_dropout_prob : 0.0f;
   RM_RETURN_IF_ERROR(Resize(B, S, hidden_p_ > 0, attn_p_ > 0));
@@ -539,6 +414,11 @@ absl::Status CudaBertModel::Backward(UnitAccess<float>* access, float loss_weigh
 
   for (int l = L - 1; l >= 0; --l) {
     RM_RETURN_IF_ERROR(Acquire(access, l + 1, true));
+    if (checkpointing_) {
+      // Forward kept only the layer's input: rerun it into the shared intermediates with the
+      // same seed (same masks). Its output equals layers[l + 1].x and is not needed again.
+      RM_RETURN_IF_ERROR(LayerForward(l, b.recompute_out, dropout_seed_));
+    }
     RM_RETURN_IF_ERROR(LayerBackward(l));
     Release(access, l + 1, true);
   }

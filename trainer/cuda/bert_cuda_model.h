@@ -35,9 +35,13 @@ class CudaBertModel {
  public:
   // `gemm` and `stream` must outlive the model. `precision`: the GEMM operands' (autocast.h);
   // bf16/fp16 keep fp32 master weights, activations and elementwise kernels.
+  // `gradient_checkpointing` (train.gradient_checkpointing): the arena holds each encoder
+  // layer's input and one shared set of layer intermediates; Backward reruns a layer's forward
+  // (the same kernels on the same input, the same counter-based dropout masks from the seed)
+  // just before its backward. Same results bit for bit, one more forward of compute.
   static absl::StatusOr<std::unique_ptr<CudaBertModel>> Create(
       const BertConfig& config, const ParamLayout& layout, Gemm* gemm, cudaStream_t stream,
-      GemmPrecision precision = GemmPrecision::kFp32);
+      GemmPrecision precision = GemmPrecision::kFp32, bool gradient_checkpointing = false);
   ~CudaBertModel();
   CudaBertModel(const CudaBertModel&) = delete;
   CudaBertModel& operator=(const CudaBertModel&) = delete;
@@ -67,14 +71,21 @@ class CudaBertModel {
   int num_units() const { return static_cast<int>(unit_begin_.size()); }
   // Bytes of the activation arena (its size for the largest shape seen so far).
   size_t arena_bytes() const { return arena_bytes_; }
+  // The arena a Forward of B×S (training: with this config's dropout masks) needs, exactly as
+  // Forward would size it; nothing is allocated.
+  size_t ArenaBytesFor(int B, int S, bool training) const;
+  bool gradient_checkpointing() const { return checkpointing_; }
 
  private:
   struct LayerActs;  // device pointers into the arena, one layer's saved activations
   struct Buffers;    // every arena pointer for the current shape
 
   CudaBertModel() = default;
-  // Lays out the arena for (B, S), growing it when needed.
+  // Lays out the arena for (B, S), growing it when needed (bert_cuda_arena.cc).
   absl::Status Resize(int B, int S, bool hidden_dropout, bool attention_dropout);
+  // Assigns *out's pointers from `base` (null: counts only); returns the bytes used.
+  size_t LayOutArena(Buffers* out, char* base, int B, int S, bool hidden_dropout,
+                     bool attention_dropout) const;
   const float* P(int index) const;
   float* G(int index) const;
   absl::Status Acquire(UnitAccess<float>* access, int unit, bool grads);
@@ -109,6 +120,8 @@ class CudaBertModel {
   bool training_ = false;
   float hidden_p_ = 0, attn_p_ = 0;
   bool has_labels_ = false;
+  bool checkpointing_ = false;
+  uint64_t dropout_seed_ = 0;  // of the last Forward: the recompute replays its masks
 
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;

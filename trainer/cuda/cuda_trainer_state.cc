@@ -27,8 +27,9 @@ absl::StatusOr<std::unique_ptr<CudaTrainerState>> CudaTrainerState::Create(
   RM_ASSIGN_OR_RETURN(s->dp_, CudaDataParallel::Create(layout, options.sharding, comms, params,
                                                        s->stream_, options.compression));
   RM_ASSIGN_OR_RETURN(s->gemm_, Gemm::Create(options.tf32));
-  RM_ASSIGN_OR_RETURN(s->model_, CudaBertModel::Create(config, layout, s->gemm_.get(), s->stream_,
-                                                       options.precision));
+  RM_ASSIGN_OR_RETURN(s->model_,
+                      CudaBertModel::Create(config, layout, s->gemm_.get(), s->stream_,
+                                            options.precision, options.gradient_checkpointing));
   if (options.precision == GemmPrecision::kFp16) {
     RM_ASSIGN_OR_RETURN(DynamicLossScaler scaler, DynamicLossScaler::Create(options.loss_scaler));
     s->scaler_ = std::make_unique<DynamicLossScaler>(std::move(scaler));

@@ -38,6 +38,9 @@ struct CudaTrainerOptions {
   // GEMM operand precision (autocast.h). fp16 scales the loss dynamically (loss_scaler.h).
   GemmPrecision precision = GemmPrecision::kFp32;
   LossScalerOptions loss_scaler;
+  // train.gradient_checkpointing: backward recomputes each encoder layer (bert_cuda_model.h),
+  // a smaller activation arena for the same results.
+  bool gradient_checkpointing = false;
   // Test hook: FinishStep call number `poison_grad_at_call` (1-based, counted by this state)
   // writes +inf into the first gradient before the finite check, as an fp16 overflow would.
   // 0: never. The trainer sets it from RINGMASTER_TEST_POISON_GRAD_STEP.

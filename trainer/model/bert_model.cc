@@ -42,7 +42,9 @@ using bert_spec::SiteSeed;
 }  // namespace
 
 template <typename T>
-BertModel<T>::BertModel(const BertConfig& config, const ParamLayout& layout) : config_(config) {
+BertModel<T>::BertModel(const BertConfig& config, const ParamLayout& layout,
+                        bool gradient_checkpointing)
+    : config_(config), checkpointing_(gradient_checkpointing) {
   offsets_.reserve(layout.specs.size());
   for (const ParamSpec& s : layout.specs) {
     offsets_.push_back(s.offset);
@@ -54,7 +56,8 @@ BertModel<T>::BertModel(const BertConfig& config, const ParamLayout& layout) : c
   }
   unit_params_.assign(unit_begin_.size(), nullptr);
   unit_grads_.assign(unit_begin_.size(), nullptr);
-  layers_.resize(config.num_hidden_layers);
+  inputs_.resize(config.num_hidden_layers);
+  if (!checkpointing_) layers_.resize(config.num_hidden_layers);
 }
 
 template <typename T>
@@ -88,36 +91,23 @@ void BertModel<T>::Backward(const T* params, T* grads, T loss_weight) {
 
 template <typename T>
 void BertModel<T>::Resize(int B, int S) {
-  const size_t H = config_.hidden_size, I = config_.intermediate_size;
-  const size_t NH = config_.num_attention_heads;
+  const size_t H = config_.hidden_size;
   const size_t N = static_cast<size_t>(B) * S;
   B_ = B;
   S_ = S;
   auto fit = [](std::vector<T>& v, size_t n) {
     if (v.size() != n) v.resize(n);
   };
-  const bool hp = hidden_p_ > 0, ap = attn_p_ > 0;
+  const bool hp = hidden_p_ > 0;
   fit(emb_sum_, N * H);
   fit(emb_mean_, N);
   fit(emb_rstd_, N);
   fit(emb_mask_, hp ? N * H : 0);
-  for (LayerActs& a : layers_) {
-    fit(a.x, N * H);
-    fit(a.qkv, N * 3 * H);
-    fit(a.probs, B * NH * S * S);
-    fit(a.probs_mask, ap ? B * NH * S * S : 0);
-    fit(a.ctx, N * H);
-    fit(a.attn_mask, hp ? N * H : 0);
-    fit(a.ln1_in, N * H);
-    fit(a.ln1_mean, N);
-    fit(a.ln1_rstd, N);
-    fit(a.h1, N * H);
-    fit(a.u, N * I);
-    fit(a.g, N * I);
-    fit(a.ffn_mask, hp ? N * H : 0);
-    fit(a.ln2_in, N * H);
-    fit(a.ln2_mean, N);
-    fit(a.ln2_rstd, N);
+  for (std::vector<T>& x : inputs_) fit(x, N * H);
+  for (LayerActs& a : layers_) FitActs(&a, N);
+  if (checkpointing_) {
+    FitActs(&work_, N);
+    fit(recompute_out_, N * H);
   }
   fit(final_, N * H);
   fit(cls_, B * H);
@@ -127,6 +117,32 @@ void BertModel<T>::Resize(int B, int S) {
   fit(logits_, static_cast<size_t>(B) * config_.num_labels);
   fit(sample_losses_, B);
   fit(mask_bias_, N);
+}
+
+template <typename T>
+void BertModel<T>::FitActs(LayerActs* a, size_t N) {
+  const size_t H = config_.hidden_size, I = config_.intermediate_size;
+  const size_t NH = config_.num_attention_heads;
+  const size_t BSS = static_cast<size_t>(B_) * NH * S_ * S_;
+  const bool hp = hidden_p_ > 0, ap = attn_p_ > 0;
+  auto fit = [](std::vector<T>& v, size_t n) {
+    if (v.size() != n) v.resize(n);
+  };
+  fit(a->qkv, N * 3 * H);
+  fit(a->probs, BSS);
+  fit(a->probs_mask, ap ? BSS : 0);
+  fit(a->ctx, N * H);
+  fit(a->attn_mask, hp ? N * H : 0);
+  fit(a->ln1_in, N * H);
+  fit(a->ln1_mean, N);
+  fit(a->ln1_rstd, N);
+  fit(a->h1, N * H);
+  fit(a->u, N * I);
+  fit(a->g, N * I);
+  fit(a->ffn_mask, hp ? N * H : 0);
+  fit(a->ln2_in, N * H);
+  fit(a->ln2_mean, N);
+  fit(a->ln2_rstd, N);
 }
 
 template <typename T>
@@ -219,12 +235,38 @@ void BertModel<T>::DropoutResidualLayerNorm(T* y, T* mask, const T* residual, co
 }
 
 template <typename T>
+void BertModel<T>::LayerForward(int l, const T* x, LayerActs* a, T* out, uint64_t dropout_seed) {
+  const int H = config_.hidden_size, I = config_.intermediate_size;
+  const size_t N = static_cast<size_t>(B_) * S_;
+  const int n = static_cast<int>(N);
+  cpu::LinearForward<T>(x, P(LayerIndex(l, kQW)), P(LayerIndex(l, kQB)), a->qkv.data(), n, H,
+                        3 * H);
+  AttentionForward(a, training_, SiteSeed(dropout_seed, l + 1, 1));
+  // Attention output dense → dropout → residual → LayerNorm.
+  cpu::LinearForward<T>(a->ctx.data(), P(LayerIndex(l, kAoW)), P(LayerIndex(l, kAoB)),
+                        a->ln1_in.data(), n, H, H);
+  DropoutResidualLayerNorm(a->ln1_in.data(), a->attn_mask.data(), x, P(LayerIndex(l, kLn1W)),
+                           P(LayerIndex(l, kLn1B)), a->ln1_mean.data(), a->ln1_rstd.data(),
+                           a->h1.data(), SiteSeed(dropout_seed, l + 1, 2));
+  // Feed-forward: dense → GELU → dense → dropout → residual → LayerNorm.
+  cpu::LinearForward<T>(a->h1.data(), P(LayerIndex(l, kInW)), P(LayerIndex(l, kInB)), a->u.data(),
+                        n, H, I);
+  cpu::GeluForward<T>(a->u.data(), a->g.data(), N * I);
+  cpu::LinearForward<T>(a->g.data(), P(LayerIndex(l, kOutW)), P(LayerIndex(l, kOutB)),
+                        a->ln2_in.data(), n, I, H);
+  DropoutResidualLayerNorm(a->ln2_in.data(), a->ffn_mask.data(), a->h1.data(),
+                           P(LayerIndex(l, kLn2W)), P(LayerIndex(l, kLn2B)), a->ln2_mean.data(),
+                           a->ln2_rstd.data(), out, SiteSeed(dropout_seed, l + 1, 3));
+}
+
+template <typename T>
 T BertModel<T>::Forward(UnitAccess<T>* access, const BertInputs& in, bool training,
                         uint64_t dropout_seed) {
   const int B = in.batch, S = in.seq;
-  const int H = config_.hidden_size, I = config_.intermediate_size, C = config_.num_labels;
+  const int H = config_.hidden_size, C = config_.num_labels;
   const size_t N = static_cast<size_t>(B) * S;
   training_ = training;
+  dropout_seed_ = dropout_seed;
   hidden_p_ = training ? config_.hidden_dropout_prob : 0.0f;
   attn_p_ = training ? config_.attention_probs_dropout_prob : 0.0f;
   Resize(B, S);
@@ -255,38 +297,18 @@ T BertModel<T>::Forward(UnitAccess<T>* access, const BertInputs& in, bool traini
     T* o = emb_sum_.data() + r * H;
     for (int j = 0; j < H; ++j) o[j] = w[j] + p[j] + t[j];
   }
-  LayerActs* first = &layers_[0];
-  cpu::LayerNormForward<T>(emb_sum_.data(), P(kEmbLnW), P(kEmbLnB), first->x.data(),
-                           emb_mean_.data(), emb_rstd_.data(), static_cast<int>(N), H,
+  T* first = inputs_[0].data();
+  cpu::LayerNormForward<T>(emb_sum_.data(), P(kEmbLnW), P(kEmbLnB), first, emb_mean_.data(),
+                           emb_rstd_.data(), static_cast<int>(N), H,
                            static_cast<T>(config_.layer_norm_eps));
-  cpu::DropoutForward<T>(first->x.data(), emb_mask_.data(), N * H, hidden_p_,
-                         SiteSeed(dropout_seed, 0, 0));
+  cpu::DropoutForward<T>(first, emb_mask_.data(), N * H, hidden_p_, SiteSeed(dropout_seed, 0, 0));
 
   Release(access, 0, false);
 
   for (int l = 0; l < config_.num_hidden_layers; ++l) {
-    LayerActs& a = layers_[l];
     Acquire(access, l + 1, false);
-    T* out = l + 1 < config_.num_hidden_layers ? layers_[l + 1].x.data() : final_.data();
-    const int n = static_cast<int>(N);
-    cpu::LinearForward<T>(a.x.data(), P(LayerIndex(l, kQW)), P(LayerIndex(l, kQB)), a.qkv.data(), n,
-                          H, 3 * H);
-    AttentionForward(&a, training, SiteSeed(dropout_seed, l + 1, 1));
-    // Attention output dense → dropout → residual → LayerNorm.
-    cpu::LinearForward<T>(a.ctx.data(), P(LayerIndex(l, kAoW)), P(LayerIndex(l, kAoB)),
-                          a.ln1_in.data(), n, H, H);
-    DropoutResidualLayerNorm(a.ln1_in.data(), a.attn_mask.data(), a.x.data(),
-                             P(LayerIndex(l, kLn1W)), P(LayerIndex(l, kLn1B)), a.ln1_mean.data(),
-                             a.ln1_rstd.data(), a.h1.data(), SiteSeed(dropout_seed, l + 1, 2));
-    // Feed-forward: dense → GELU → dense → dropout → residual → LayerNorm.
-    cpu::LinearForward<T>(a.h1.data(), P(LayerIndex(l, kInW)), P(LayerIndex(l, kInB)), a.u.data(),
-                          n, H, I);
-    cpu::GeluForward<T>(a.u.data(), a.g.data(), N * I);
-    cpu::LinearForward<T>(a.g.data(), P(LayerIndex(l, kOutW)), P(LayerIndex(l, kOutB)),
-                          a.ln2_in.data(), n, I, H);
-    DropoutResidualLayerNorm(a.ln2_in.data(), a.ffn_mask.data(), a.h1.data(),
-                             P(LayerIndex(l, kLn2W)), P(LayerIndex(l, kLn2B)), a.ln2_mean.data(),
-                             a.ln2_rstd.data(), out, SiteSeed(dropout_seed, l + 1, 3));
+    T* out = l + 1 < config_.num_hidden_layers ? inputs_[l + 1].data() : final_.data();
+    LayerForward(l, inputs_[l].data(), &Acts(l), out, dropout_seed);
     Release(access, l + 1, false);
   }
 
@@ -328,6 +350,41 @@ T BertModel<T>::Forward(UnitAccess<T>* access, const BertInputs& in, bool traini
     total += loss;
   }
   return total / B;
+}
+
+template <typename T>
+void BertModel<T>::LayerBackward(int l, const T* x, const LayerActs& a) {
+  const int H = config_.hidden_size, I = config_.intermediate_size;
+  const size_t N = static_cast<size_t>(B_) * S_;
+  const int n = static_cast<int>(N);
+  const T* empty = nullptr;
+  // Output LayerNorm: dA (dout) → dB (d ln2_in). ln2_in = dropout(ffn) + h1.
+  cpu::LayerNormBackward<T>(dA_.data(), a.ln2_in.data(), P(LayerIndex(l, kLn2W)), a.ln2_mean.data(),
+                            a.ln2_rstd.data(), dB_.data(), G(LayerIndex(l, kLn2W)),
+                            G(LayerIndex(l, kLn2B)), n, H);
+  // dA ← d h1 (residual part), dC ← d ffn output (through dropout).
+  std::copy(dB_.begin(), dB_.end(), dA_.begin());
+  std::copy(dB_.begin(), dB_.end(), dC_.begin());
+  cpu::DropoutBackward<T>(dC_.data(), hidden_p_ > 0 ? a.ffn_mask.data() : empty, N * H, hidden_p_);
+  cpu::LinearBackward<T>(dC_.data(), a.g.data(), P(LayerIndex(l, kOutW)), dI_.data(),
+                         G(LayerIndex(l, kOutW)), G(LayerIndex(l, kOutB)), n, I, H);
+  cpu::GeluBackward<T>(dI_.data(), a.u.data(), dI_.data(), N * I);
+  cpu::LinearBackward<T>(dI_.data(), a.h1.data(), P(LayerIndex(l, kInW)), dA_.data(),
+                         G(LayerIndex(l, kInW)), G(LayerIndex(l, kInB)), n, H, I,
+                         /*accumulate_dx=*/true);
+  // Attention LayerNorm: dA (d h1) → dB (d ln1_in). ln1_in = dropout(attn dense) + x.
+  cpu::LayerNormBackward<T>(dA_.data(), a.ln1_in.data(), P(LayerIndex(l, kLn1W)), a.ln1_mean.data(),
+                            a.ln1_rstd.data(), dB_.data(), G(LayerIndex(l, kLn1W)),
+                            G(LayerIndex(l, kLn1B)), n, H);
+  std::copy(dB_.begin(), dB_.end(), dA_.begin());  // residual into dx
+  cpu::DropoutBackward<T>(dB_.data(), hidden_p_ > 0 ? a.attn_mask.data() : empty, N * H, hidden_p_);
+  cpu::LinearBackward<T>(dB_.data(), a.ctx.data(), P(LayerIndex(l, kAoW)), dC_.data(),
+                         G(LayerIndex(l, kAoW)), G(LayerIndex(l, kAoB)), n, H, H);
+  AttentionBackward(a, dC_.data(), dqkv_.data());
+  // Q, K, V weights and biases are adjacent: one [3H, H] weight and one [3H] bias.
+  cpu::LinearBackward<T>(dqkv_.data(), x, P(LayerIndex(l, kQW)), dA_.data(), G(LayerIndex(l, kQW)),
+                         G(LayerIndex(l, kQB)), n, H, 3 * H,
+                         /*accumulate_dx=*/true);
 }
 
 template <typename T>
@@ -374,45 +431,20 @@ void BertModel<T>::Backward(UnitAccess<T>* access, T loss_weight) {
     std::copy_n(dcls.data() + static_cast<size_t>(b) * H, H,
                 dA_.data() + static_cast<size_t>(b) * S * H);
   }
-  const T* empty = nullptr;
   for (int l = config_.num_hidden_layers - 1; l >= 0; --l) {
-    LayerActs& a = layers_[l];
     Acquire(access, l + 1, true);
-    // Output LayerNorm: dA (dout) → dB (d ln2_in). ln2_in = dropout(ffn) + h1.
-    cpu::LayerNormBackward<T>(dA_.data(), a.ln2_in.data(), P(LayerIndex(l, kLn2W)),
-                              a.ln2_mean.data(), a.ln2_rstd.data(), dB_.data(),
-                              G(LayerIndex(l, kLn2W)), G(LayerIndex(l, kLn2B)), n, H);
-    // dA ← d h1 (residual part), dC ← d ffn output (through dropout).
-    std::copy(dB_.begin(), dB_.end(), dA_.begin());
-    std::copy(dB_.begin(), dB_.end(), dC_.begin());
-    cpu::DropoutBackward<T>(dC_.data(), hidden_p_ > 0 ? a.ffn_mask.data() : empty, N * H,
-                            hidden_p_);
-    cpu::LinearBackward<T>(dC_.data(), a.g.data(), P(LayerIndex(l, kOutW)), dI_.data(),
-                           G(LayerIndex(l, kOutW)), G(LayerIndex(l, kOutB)), n, I, H);
-    cpu::GeluBackward<T>(dI_.data(), a.u.data(), dI_.data(), N * I);
-    cpu::LinearBackward<T>(dI_.data(), a.h1.data(), P(LayerIndex(l, kInW)), dA_.data(),
-                           G(LayerIndex(l, kInW)), G(LayerIndex(l, kInB)), n, H, I,
-                           /*accumulate_dx=*/true);
-    // Attention LayerNorm: dA (d h1) → dB (d ln1_in). ln1_in = dropout(attn dense) + x.
-    cpu::LayerNormBackward<T>(dA_.data(), a.ln1_in.data(), P(LayerIndex(l, kLn1W)),
-                              a.ln1_mean.data(), a.ln1_rstd.data(), dB_.data(),
-                              G(LayerIndex(l, kLn1W)), G(LayerIndex(l, kLn1B)), n, H);
-    std::copy(dB_.begin(), dB_.end(), dA_.begin());  // residual into dx
-    cpu::DropoutBackward<T>(dB_.data(), hidden_p_ > 0 ? a.attn_mask.data() : empty, N * H,
-                            hidden_p_);
-    cpu::LinearBackward<T>(dB_.data(), a.ctx.data(), P(LayerIndex(l, kAoW)), dC_.data(),
-                           G(LayerIndex(l, kAoW)), G(LayerIndex(l, kAoB)), n, H, H);
-    AttentionBackward(a, dC_.data(), dqkv_.data());
-    // Q, K, V weights and biases are adjacent: one [3H, H] weight and one [3H] bias.
-    cpu::LinearBackward<T>(dqkv_.data(), a.x.data(), P(LayerIndex(l, kQW)), dA_.data(),
-                           G(LayerIndex(l, kQW)), G(LayerIndex(l, kQB)), n, H, 3 * H,
-                           /*accumulate_dx=*/true);
+    if (checkpointing_) {
+      // Forward kept only the input: rerun the layer (same masks from the same seed) into the
+      // shared intermediates. Its output equals inputs_[l + 1] and is not needed again.
+      LayerForward(l, inputs_[l].data(), &work_, recompute_out_.data(), dropout_seed_);
+    }
+    LayerBackward(l, inputs_[l].data(), Acts(l));
     Release(access, l + 1, true);
   }
 
   // Embeddings: dropout → LayerNorm → scatter into the three tables.
   Acquire(access, 0, true);
-  cpu::DropoutBackward<T>(dA_.data(), hidden_p_ > 0 ? emb_mask_.data() : empty, N * H, hidden_p_);
+  cpu::DropoutBackward<T>(dA_.data(), hidden_p_ > 0 ? emb_mask_.data() : nullptr, N * H, hidden_p_);
   cpu::LayerNormBackward<T>(dA_.data(), emb_sum_.data(), P(kEmbLnW), emb_mean_.data(),
                             emb_rstd_.data(), dB_.data(), G(kEmbLnW), G(kEmbLnB), n, H);
   T* gword = G(kWord);

@@ -81,7 +81,13 @@ class FlatUnitAccess : public UnitAccess<T> {
 template <typename T>
 class BertModel {
  public:
-  BertModel(const BertConfig& config, const ParamLayout& layout);
+  // `gradient_checkpointing` (train.gradient_checkpointing): a training Forward keeps only each
+  // encoder layer's input; Backward recomputes a layer's forward, with the same dropout masks
+  // (counter-based from the seed), just before that layer's backward. Activation memory is one
+  // layer's intermediates plus L·N·H instead of L layers' intermediates; the results are the
+  // same bit for bit (the recompute runs the same operations on the same inputs).
+  BertModel(const BertConfig& config, const ParamLayout& layout,
+            bool gradient_checkpointing = false);
 
   // Runs the model. With `training`, dropout is active (masks derived from `dropout_seed`) and
   // activations are kept for Backward. Returns the mean loss over the batch when labels are
@@ -94,14 +100,16 @@ class BertModel {
   void Backward(UnitAccess<T>* access, T loss_weight);
 
   int num_units() const { return static_cast<int>(unit_begin_.size()); }
+  bool gradient_checkpointing() const { return checkpointing_; }
 
   const std::vector<T>& logits() const { return logits_; }  // (B, C)
   // Per-sample losses of the last Forward (B).
   const std::vector<T>& sample_losses() const { return sample_losses_; }
 
  private:
+  // One encoder layer's saved intermediates. Its input lives in inputs_[l]: with gradient
+  // checkpointing all layers share work_ instead of one LayerActs each.
   struct LayerActs {
-    std::vector<T> x;           // (N, H) layer input
     std::vector<T> qkv;         // (N, 3H)
     std::vector<T> probs;       // (B, NH, S, S) softmax output, before dropout
     std::vector<T> probs_mask;  // (B, NH, S, S) dropout mask (when p > 0)
@@ -125,6 +133,12 @@ class BertModel {
   void Acquire(UnitAccess<T>* access, int unit, bool grads);
   void Release(UnitAccess<T>* access, int unit, bool grads);
   void Resize(int B, int S);
+  void FitActs(LayerActs* a, size_t N);  // sizes a's buffers for N rows
+  LayerActs& Acts(int l) { return checkpointing_ ? work_ : layers_[l]; }
+  // Encoder layer l on input x into out (N, H), saving its intermediates in *a.
+  void LayerForward(int l, const T* x, LayerActs* a, T* out, uint64_t dropout_seed);
+  // dA_ (d out) → dA_ (d x), accumulating layer l's gradients, from Forward's *a.
+  void LayerBackward(int l, const T* x, const LayerActs& a);
   // Per (batch, head): scores, masked softmax, dropout, context. Reads a->qkv; writes
   // a->probs, a->probs_mask and a->ctx.
   void AttentionForward(LayerActs* a, bool training, uint64_t seed);
@@ -142,11 +156,16 @@ class BertModel {
   int B_ = 0, S_ = 0;
   bool training_ = false;
   float hidden_p_ = 0, attn_p_ = 0;
+  bool checkpointing_ = false;
+  uint64_t dropout_seed_ = 0;  // of the last Forward: the recompute replays its masks
 
   // Activations.
   std::vector<T> emb_sum_, emb_mean_, emb_rstd_, emb_mask_;  // (N, H), (N), (N), (N, H)
-  std::vector<LayerActs> layers_;
-  std::vector<T> final_;                                  // (N, H) encoder output
+  std::vector<std::vector<T>> inputs_;                       // (L) × (N, H): each layer's input
+  std::vector<LayerActs> layers_;  // (L) without checkpointing, else empty
+  LayerActs work_;                 // with checkpointing: the layer being run
+  std::vector<T> recompute_out_;   // (N, H) with checkpointing: the recompute's output
+  std::vector<T> final_;           // (N, H) encoder output
   std::vector<T> cls_, pooled_, pooled_mask_, pooled_d_;  // (B, H)
   std::vector<T> logits_, sample_losses_;                 // (B, C), (B)
   std::vector<T> mask_bias_;                              // (B, S) additive attention bias

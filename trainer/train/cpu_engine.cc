@@ -86,6 +86,7 @@ absl::StatusOr<CpuEngineOptions> CpuEngineOptionsForJob(const JobSpec& job) {
   dpo.seed = job.train.seed;
   dpo.skip_zero_blocks = job.distributed.skip_zero_blocks;
   o.powersgd_start_step = job.distributed.powersgd_start_step;
+  o.gradient_checkpointing = job.train.gradient_checkpointing;
   return o;
 }
 
@@ -100,9 +101,9 @@ absl::Status ResolveAutoCompression(DistContext& dist, CpuEngineOptions* options
 }
 
 CpuEngine::CpuEngine(const BertConfig& config, const ParamLayout& layout, const Slowdown& slowdown,
-                     int rank, int world_size)
+                     bool gradient_checkpointing, int rank, int world_size)
     : layout_(layout), slowdown_(slowdown), rank_(rank), world_size_(world_size) {
-  net_ = std::make_unique<BertModel<float>>(config, layout_);
+  net_ = std::make_unique<BertModel<float>>(config, layout_, gradient_checkpointing);
 }
 
 absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
@@ -114,10 +115,14 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
   dpo.powersgd_start_step = options.powersgd_start_step >= 0
                                 ? options.powersgd_start_step
                                 : std::max<int64_t>(warmup_steps, total_steps / 10);
-  std::unique_ptr<CpuEngine> e(
-      new CpuEngine(config, layout, options.slowdown, dist.rank(), dist.world_size()));
+  std::unique_ptr<CpuEngine> e(new CpuEngine(config, layout, options.slowdown,
+                                             options.gradient_checkpointing, dist.rank(),
+                                             dist.world_size()));
   DataParallelComms comms{dist.world(), dist.intra(), dist.inter()};
   RM_ASSIGN_OR_RETURN(e->dp_, DataParallel::Create(e->layout_, dpo, comms, initial));
+  if (e->net_->gradient_checkpointing() && dist.rank() == 0) {
+    LogInfo("gradient checkpointing: backward recomputes each encoder layer's forward");
+  }
   return e;
 }
 

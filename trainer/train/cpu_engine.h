@@ -34,6 +34,8 @@ struct CpuEngineOptions {
   // The job's distributed.powersgd_start_step; -1: max(LR warmup, a tenth of the run).
   int64_t powersgd_start_step = -1;
   Slowdown slowdown;  // RINGMASTER_SLOWDOWN
+  // train.gradient_checkpointing: backward recomputes each encoder layer (bert_model.h).
+  bool gradient_checkpointing = false;
 };
 
 // The job's settings for a CPU run: device cpu, precision auto or fp32 (half precision is
@@ -81,8 +83,8 @@ class CpuEngine : public StepEngine {
   EngineFigures figures() const override;
 
  private:
-  CpuEngine(const BertConfig& config, const ParamLayout& layout, const Slowdown& slowdown, int rank,
-            int world_size);
+  CpuEngine(const BertConfig& config, const ParamLayout& layout, const Slowdown& slowdown,
+            bool gradient_checkpointing, int rank, int world_size);
 
   ParamLayout layout_;
   Slowdown slowdown_;
