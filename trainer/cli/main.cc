@@ -100,12 +100,14 @@ void DefineFlags(ringmaster::FlagSet& f) {
           "tokens per row, [CLS] and [SEP] included (>= 2); the default is\n"
           "tokenizer_config.json's model_max_length (128 when it has none)",
           {"predict"});
-  f.Value("--tokenizer-compat", "slow|fast", nullptr,
-          "predict: what the model's tokenizer_config.json records (slow when nothing); "
-          "tokenize: slow",
-          "the HF tokenizer to reproduce: slow = BertTokenizer, fast = BertTokenizerFast\n"
-          "(the job key model.tokenizer_compat)",
-          {"predict", "tokenize"});
+  f.Value("--tokenizer-compat", "slow|fast", nullptr, "what the model records",
+          "the HF tokenizer to reproduce (model.tokenizer_compat): slow = BertTokenizer,\n"
+          "fast = BertTokenizerFast; the default is tokenizer_config.json's\n"
+          "ringmaster_tokenizer_compat (slow when it has none)",
+          {"predict"});
+  f.Value("--tokenizer-compat", "slow|fast", nullptr, "slow",
+          "the HF tokenizer to reproduce: slow = BertTokenizer, fast = BertTokenizerFast",
+          {"tokenize"});
   f.Value("--vocab", "FILE", nullptr, "required", "a WordPiece vocab.txt", {"tokenize"});
   f.Value("--max-len", "N", nullptr, "512", "tokens per line, [CLS] and [SEP] included (>= 2)",
           {"tokenize"});
