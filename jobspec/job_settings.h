@@ -37,6 +37,10 @@ enum class ResumeMode { kAuto, kNever, kForce };
 // data.format: how data.train and data.eval are read (trainer/data/tsv.h); kAuto goes by each
 // file's extension (.csv, .jsonl/.json, anything else TSV).
 enum class DataFormat { kAuto, kTsv, kCsv, kJsonl };
+// model.tokenizer_compat: which of Hugging Face's two BERT tokenizers the trainer's WordPiece
+// reproduces, the slow (Python) BertTokenizer or the fast (Rust) one AutoTokenizer returns
+// (trainer/text/wordpiece.h lists where they differ).
+enum class TokenizerCompat { kSlow, kFast };
 
 template <typename E>
 struct SettingTable;
@@ -100,6 +104,12 @@ struct SettingTable<DataFormat> {
       {DataFormat::kTsv, "tsv"},
       {DataFormat::kCsv, "csv"},
       {DataFormat::kJsonl, "jsonl"}};
+};
+
+template <>
+struct SettingTable<TokenizerCompat> {
+  static constexpr std::pair<TokenizerCompat, std::string_view> kNames[] = {
+      {TokenizerCompat::kSlow, "slow"}, {TokenizerCompat::kFast, "fast"}};
 };
 
 // The name of `v` as the job spec writes it.

@@ -300,7 +300,36 @@ void ParseModelConfig(const YAML::Node& node, const YAML::Mark& mark, ModelSpec&
   m.ReportUnknown({{"num_labels", "set model.num_labels instead"}});
 }
 
-void ParseModel(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
+// Enum-like settings whose name is not in their table: reported with the range checks after
+// parsing (as they always were), so that they do not hide them; `paths` lets those checks skip
+// a setting that kept its default.
+struct UnknownSettings {
+  Errors errors;
+  std::set<std::string, std::less<>> paths;
+};
+
+// An enum-like setting (job_settings.h). A value that is not a string is a type error like any
+// other; a name outside the setting's table goes to `unknown`.
+template <typename E>
+void GetSetting(MapReader& m, absl::string_view key, E* out, Errors& errors,
+                UnknownSettings& unknown) {
+  const YAML::Mark* mark = nullptr;
+  const YAML::Node* node = m.Take(key, &mark);
+  if (node == nullptr) return;
+  const std::string path = JoinPath(m.path(), key);
+  std::optional<std::string> name = ToString(Value{*node, *mark, path, errors});
+  if (!name) return;
+  if (std::optional<E> v = jobspec::ParseSetting<E>(*name)) {
+    *out = *v;
+  } else {
+    unknown.errors.Add(mark, absl::StrCat(path, ": '", *name,
+                                          "' is not one of: ", jobspec::AllowedSettingNames<E>()));
+    unknown.paths.insert(path);
+  }
+}
+
+void ParseModel(MapReader& root, JobSpec& spec, Errors& errors, UnknownSettings& unknown,
+                Marks& marks) {
   MapReader m = Section(root, "model", errors, marks);
   ModelSpec& model = spec.model;
   m.Get("init_from", &model.init_from, ToString);
@@ -311,6 +340,7 @@ void ParseModel(MapReader& root, JobSpec& spec, Errors& errors, Marks& marks) {
   }
   m.Get("vocab", &model.vocab, ToString);
   m.Get("do_lower_case", &model.do_lower_case, ToBool);
+  GetSetting(m, "tokenizer_compat", &model.tokenizer_compat, errors, unknown);
   m.Get("num_labels", &model.num_labels, ToInt);
   model.config.num_labels = model.num_labels;
   m.Get("hidden_dropout_prob", &model.hidden_dropout_prob, ToFloat);
@@ -350,34 +380,6 @@ std::optional<std::pair<double, double>> ToBetas(const Value& v) {
   }
   if (!b[0] || !b[1]) return std::nullopt;
   return std::make_pair(*b[0], *b[1]);
-}
-
-// Enum-like settings whose name is not in their table: reported with the range checks after
-// parsing (as they always were), so that they do not hide them; `paths` lets those checks skip
-// a setting that kept its default.
-struct UnknownSettings {
-  Errors errors;
-  std::set<std::string, std::less<>> paths;
-};
-
-// An enum-like setting (job_settings.h). A value that is not a string is a type error like any
-// other; a name outside the setting's table goes to `unknown`.
-template <typename E>
-void GetSetting(MapReader& m, absl::string_view key, E* out, Errors& errors,
-                UnknownSettings& unknown) {
-  const YAML::Mark* mark = nullptr;
-  const YAML::Node* node = m.Take(key, &mark);
-  if (node == nullptr) return;
-  const std::string path = JoinPath(m.path(), key);
-  std::optional<std::string> name = ToString(Value{*node, *mark, path, errors});
-  if (!name) return;
-  if (std::optional<E> v = jobspec::ParseSetting<E>(*name)) {
-    *out = *v;
-  } else {
-    unknown.errors.Add(mark, absl::StrCat(path, ": '", *name,
-                                          "' is not one of: ", jobspec::AllowedSettingNames<E>()));
-    unknown.paths.insert(path);
-  }
 }
 
 std::optional<std::vector<std::string>> ToStringList(const Value& v) {
@@ -606,7 +608,7 @@ absl::StatusOr<JobSpec> ParseJobSpecImpl(std::string_view yaml_text, std::string
   UnknownSettings unknown_settings{Errors(spec.source), {}};
   MapReader root(doc, "", doc.Mark(), errors, marks, asked);
   root.Get("name", &spec.name, ToString);
-  ParseModel(root, spec, errors, marks);
+  ParseModel(root, spec, errors, unknown_settings, marks);
   ParseData(root, spec, errors, unknown_settings, marks);
   ParseTrain(root, spec, errors, unknown_settings, marks);
   ParseOutput(root, spec, errors, marks);

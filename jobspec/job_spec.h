@@ -32,6 +32,7 @@ using jobspec::Precision;
 using jobspec::ResumeMode;
 using jobspec::SettingName;
 using jobspec::Sharding;
+using jobspec::TokenizerCompat;
 
 struct ModelSpec {
   // A Hugging Face model directory (config.json, model.safetensors, vocab.txt), or empty.
@@ -44,6 +45,9 @@ struct ModelSpec {
   BertConfig config;
   std::string vocab;  // vocab.txt; required with config, refused with init_from
   bool do_lower_case = true;
+  // Which HF tokenizer training and predict reproduce; recorded in the export's
+  // tokenizer_config.json, which predict reads back.
+  TokenizerCompat tokenizer_compat = TokenizerCompat::kSlow;
   int num_labels = 2;
   // Overrides of the dropout in init_from's config.json. With `config:` they are folded into
   // `config` during parsing and these stay empty.

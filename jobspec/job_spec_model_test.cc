@@ -67,6 +67,35 @@ output: {dir: o}
   EXPECT_FALSE(spec->model.do_lower_case);
 }
 
+// model.tokenizer_compat: slow by default, fast when asked, printed back by JobSpecToYaml; any
+// other value is an error naming the key, its line and the allowed values.
+TEST(JobSpecTest, TokenizerCompat) {
+  absl::StatusOr<JobSpec> plain = Parse(kFromScratch);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->model.tokenizer_compat, TokenizerCompat::kSlow);
+  std::string fast = kFromScratch;
+  fast.insert(fast.find("  num_labels:"), "  tokenizer_compat: fast\n");
+  absl::StatusOr<JobSpec> spec = Parse(fast);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->model.tokenizer_compat, TokenizerCompat::kFast);
+  absl::StatusOr<JobSpec> back = Parse(JobSpecToYaml(*spec));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->model.tokenizer_compat, TokenizerCompat::kFast);
+  // With init_from too.
+  std::string init = testing_util::kMinimal;
+  init.insert(init.find("data:"), "  tokenizer_compat: fast\n");
+  ASSERT_TRUE(Parse(init).ok());
+  EXPECT_EQ(Parse(init)->model.tokenizer_compat, TokenizerCompat::kFast);
+
+  std::string bad = kFromScratch;
+  bad.insert(bad.find("  num_labels:"), "  tokenizer_compat: rust\n");
+  EXPECT_THAT(ErrorOf(bad),
+              HasSubstr("job.yaml:9:21: model.tokenizer_compat: 'rust' is not one of: slow, fast"));
+  std::string not_string = kFromScratch;
+  not_string.insert(not_string.find("  num_labels:"), "  tokenizer_compat: [fast]\n");
+  EXPECT_THAT(ErrorOf(not_string), HasSubstr("model.tokenizer_compat"));
+}
+
 TEST(JobSpecTest, ModelErrors) {
   std::string scratch = kFromScratch;
   // Unknown key inside config, with a hint for the common one.

@@ -99,6 +99,7 @@ std::string JobSpecToYaml(const JobSpec& s) {
     KeyString(out, "vocab", m.vocab);  // invalid, but written as-is rather than dropped
   }
   KeyBool(out, "do_lower_case", m.do_lower_case);
+  KeyString(out, "tokenizer_compat", std::string(SettingName(m.tokenizer_compat)));
   KeyNumber(out, "num_labels", m.num_labels);
   if (m.hidden_dropout_prob) KeyNumber(out, "hidden_dropout_prob", *m.hidden_dropout_prob);
   if (m.attention_probs_dropout_prob) {

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Reference ids from Hugging Face's slow BertTokenizer, for the C++ WordPiece oracle test.
+"""Reference ids from Hugging Face's slow BertTokenizer (or, with --fast 1, the fast
+BertTokenizerFast of the `tokenizers` library), for the C++ WordPiece oracle test.
 
 Input: one JSON value per line, either a string (the text) or {"hex": "..."} (raw bytes,
 decoded as UTF-8 with errors="replace", which is how invalid input reaches the tokenizer).
 Output: one line per input line, the space-separated `tokenizer(text)["input_ids"]`, i.e. with
 [CLS] and [SEP]. With --max-length the ids are truncated to that length the way HF truncates.
 --info prints `unicodedata.unidata_version` and exits, since the character classes HF uses
-come from the running Python's Unicode database. Exits 77 when transformers is missing.
+come from the running Python's Unicode database. Exits 77 when transformers (or, for --fast,
+tokenizers) is missing.
 """
 import argparse
 import json
@@ -18,6 +20,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--vocab")
     ap.add_argument("--lower", type=int, choices=(0, 1), default=1)
+    ap.add_argument("--fast", type=int, choices=(0, 1), default=0)
     ap.add_argument("--input")
     ap.add_argument("--output")
     ap.add_argument("--max-length", type=int, default=0)
@@ -31,15 +34,17 @@ def main():
 
     try:
         import transformers  # late, so that --info works without it
+
+        if args.fast:
+            import tokenizers  # noqa: F401  BertTokenizerFast needs it
     except ImportError as e:
         print(f"cannot import transformers: {e}", file=sys.stderr)
         return 77  # "skipped", for the test that runs this script
     from transformers.utils import logging
 
     logging.set_verbosity_error()  # "sequence longer than the model" warnings are expected
-    tok = transformers.BertTokenizer(
-        args.vocab, do_lower_case=bool(args.lower), tokenize_chinese_chars=True
-    )
+    cls = transformers.BertTokenizerFast if args.fast else transformers.BertTokenizer
+    tok = cls(args.vocab, do_lower_case=bool(args.lower), tokenize_chinese_chars=True)
     with open(args.input, "rb") as f:
         raw = f.read().decode("utf-8")
     out = []

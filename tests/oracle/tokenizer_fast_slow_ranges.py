@@ -3,8 +3,10 @@
 Usage: tokenizer_fast_slow_ranges.py VOCAB.txt [--cased]
 Tokenizes "x" + c + "y" for every code point c above ASCII (surrogates excepted) with both, and
 prints the code-point ranges where they differ, grouped by Python's Unicode category and the
-two results, then a count per category. The trainer's tokenizer reproduces the slow one
-(docs/trainer.md, "Tokenizer"); these ranges are what a fast-tokenizer mode would have to change.
+two results, then a count per category. The trainer's tokenizer reproduces either
+(model.tokenizer_compat, docs/trainer.md, "Tokenizer"); its fast mode's character tables
+(trainer/text/fast_char_classes.cc) were measured from these ranges, and
+tests/tokenizer_fast_code_points.sh checks the fast mode on every code point.
 """
 import argparse
 import collections

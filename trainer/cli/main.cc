@@ -100,6 +100,14 @@ void DefineFlags(ringmaster::FlagSet& f) {
           "tokens per row, [CLS] and [SEP] included (>= 2); the default is\n"
           "tokenizer_config.json's model_max_length (128 when it has none)",
           {"predict"});
+  f.Value("--tokenizer-compat", "slow|fast", nullptr, "what the model records",
+          "the HF tokenizer to reproduce (model.tokenizer_compat): slow = BertTokenizer,\n"
+          "fast = BertTokenizerFast; the default is tokenizer_config.json's\n"
+          "ringmaster_tokenizer_compat (slow when it has none)",
+          {"predict"});
+  f.Value("--tokenizer-compat", "slow|fast", nullptr, "slow",
+          "the HF tokenizer to reproduce: slow = BertTokenizer, fast = BertTokenizerFast",
+          {"tokenize"});
   f.Value("--vocab", "FILE", nullptr, "required", "a WordPiece vocab.txt", {"tokenize"});
   f.Value("--max-len", "N", nullptr, "512", "tokens per line, [CLS] and [SEP] included (>= 2)",
           {"tokenize"});
@@ -413,11 +421,23 @@ absl::Status Train(const Args& a) {
   return absl::OkStatus();
 }
 
+// --tokenizer-compat, parsed; nullopt when not given.
+absl::StatusOr<std::optional<rt::TokenizerCompat>> CompatFlag(const Args& a) {
+  auto it = a.values.find("--tokenizer-compat");
+  if (it == a.values.end()) return std::nullopt;
+  absl::StatusOr<rt::TokenizerCompat> v =
+      ringmaster::jobspec::ParseSettingOrError<rt::TokenizerCompat>(it->second);
+  if (!v.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--tokenizer-compat: ", v.status().message()));
+  return *v;
+}
+
 absl::Status Predict(const Args& a) {
   if (!a.values.count("--model") || !a.values.count("--input")) {
     return absl::InvalidArgumentError("predict needs --model DIR and --input FILE");
   }
-  RM_ASSIGN_OR_RETURN(rt::LoadedModel m, rt::LoadModelDir(a.values.at("--model")));
+  RM_ASSIGN_OR_RETURN(std::optional<rt::TokenizerCompat> compat, CompatFlag(a));
+  RM_ASSIGN_OR_RETURN(rt::LoadedModel m, rt::LoadModelDir(a.values.at("--model"), compat));
   // The length the export recorded (tokenizer_config.json's model_max_length, where
   // transformers truncates too), so that predict sees the rows as training did.
   const int trained_len = m.model_max_length > 0 ? m.model_max_length : 128;
@@ -434,8 +454,12 @@ absl::Status Tokenize(const Args& a) {
   if (!a.values.count("--vocab")) return absl::InvalidArgumentError("tokenize needs --vocab");
   RM_ASSIGN_OR_RETURN(int max_len, IntFlag(a, "--max-len", 512, 2));
   const bool cased = std::find(a.switches.begin(), a.switches.end(), "--cased") != a.switches.end();
-  RM_ASSIGN_OR_RETURN(rt::WordPieceTokenizer tok,
-                      rt::WordPieceTokenizer::FromVocabFile(a.values.at("--vocab"), !cased));
+  RM_ASSIGN_OR_RETURN(std::optional<rt::TokenizerCompat> compat, CompatFlag(a));
+  RM_ASSIGN_OR_RETURN(
+      rt::WordPieceTokenizer tok,
+      rt::WordPieceTokenizer::FromVocabFile(
+          a.values.at("--vocab"),
+          {.do_lower_case = !cased, .compat = compat.value_or(rt::TokenizerCompat::kSlow)}));
   std::string line, out;
   while (std::getline(std::cin, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -491,7 +515,7 @@ int main(int argc, char** argv) {
   Args args;
   for (const char* name :
        {"--config", "--device", "--metrics-port", "--model", "--input", "--output", "--max-len",
-        "--vocab", "--out", "--train", "--dev", "--seed", "--seconds"}) {
+        "--tokenizer-compat", "--vocab", "--out", "--train", "--dev", "--seed", "--seconds"}) {
     if (std::optional<std::string> v = fs.value(name)) args.values[name] = *v;
   }
   for (const char* name : {"--resume", "--overwrite", "--cased"}) {

@@ -82,8 +82,9 @@ absl::Status WriteExportFiles(const std::string& parent, const std::string& tmp,
   RM_RETURN_IF_ERROR(WriteFileAtomicBeneath(parent, tmp + "/vocab.txt", tok.vocab_text));
   const int max_len =
       tok.model_max_length > 0 ? tok.model_max_length : config.max_position_embeddings;
-  RM_RETURN_IF_ERROR(WriteFileAtomicBeneath(parent, tmp + "/tokenizer_config.json",
-                                            TokenizerConfigJson(tok.do_lower_case, max_len)));
+  RM_RETURN_IF_ERROR(
+      WriteFileAtomicBeneath(parent, tmp + "/tokenizer_config.json",
+                             TokenizerConfigJson(tok.do_lower_case, max_len, tok.compat)));
   RM_RETURN_IF_ERROR(
       WriteFileAtomicBeneath(parent, tmp + "/special_tokens_map.json", SpecialTokensMapJson()));
   // tokenizer.json lists the tokens by id: read them as the trainer's tokenizer does.

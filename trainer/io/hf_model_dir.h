@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "jobspec/bert_config.h"
+#include "jobspec/job_settings.h"
 #include "trainer/model/bert_params.h"
 
 namespace ringmaster::trainer {
@@ -52,6 +53,7 @@ struct HfTokenizerExport {
   std::string vocab_text;
   bool do_lower_case = true;
   int model_max_length = 0;
+  jobspec::TokenizerCompat compat = jobspec::TokenizerCompat::kSlow;  // model.tokenizer_compat
 };
 
 // Writes DIR/config.json, DIR/model.safetensors (F32, HF names and shapes, layout order),

@@ -254,6 +254,52 @@ TEST_F(HfModelDirTest, TokenizerJsonRoundTrip) {
               HasSubstr(dir + ": has neither vocab.txt nor tokenizer.json"));
 }
 
+// The tokenizer mode an export records (model.tokenizer_compat) reads back, from vocab.txt's
+// directory and tokenizer.json's; a directory that records none is slow; a bad value is an error
+// naming the file, the key and the allowed values.
+TEST_F(HfModelDirTest, TokenizerCompatRoundTrip) {
+  config_ = TinyConfig();
+  layout_ = MakeBertParamLayout(config_);
+  params_ = RandomParams(layout_, 1);
+  HfTokenizerExport tok;
+  tok.vocab_text = *ReadFile(vocab_path_);
+  tok.compat = jobspec::TokenizerCompat::kFast;
+  const std::string dir = Dir("compat");
+  ASSERT_TRUE(ExportHfModelDir(dir, config_, layout_, params_.data(), tok).ok());
+  nlohmann::json tc = nlohmann::json::parse(*ReadFile(dir + "/tokenizer_config.json"));
+  EXPECT_EQ(tc[kTokenizerCompatKey], "fast");
+  absl::StatusOr<HfTokenizerSource> src = ReadHfTokenizer(dir);
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ(src->compat, jobspec::TokenizerCompat::kFast);
+
+  const std::string slow_dir = Export("slow");
+  EXPECT_EQ(
+      nlohmann::json::parse(*ReadFile(slow_dir + "/tokenizer_config.json"))[kTokenizerCompatKey],
+      "slow");
+
+  fs::remove(dir + "/vocab.txt");  // read from tokenizer.json
+  src = ReadHfTokenizer(dir);
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ(src->compat, jobspec::TokenizerCompat::kFast);
+
+  tc.erase(kTokenizerCompatKey);  // any other model directory
+  ASSERT_TRUE(WriteFileAtomic(dir + "/tokenizer_config.json", tc.dump()).ok());
+  src = ReadHfTokenizer(dir);
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ(src->compat, jobspec::TokenizerCompat::kSlow);
+
+  for (const auto& [bad, shown] : {std::pair{nlohmann::json("rust"), std::string("'rust'")},
+                                   std::pair{nlohmann::json(true), std::string("true")}}) {
+    tc[kTokenizerCompatKey] = bad;
+    ASSERT_TRUE(WriteFileAtomic(dir + "/tokenizer_config.json", tc.dump()).ok());
+    src = ReadHfTokenizer(dir);
+    ASSERT_FALSE(src.ok());
+    EXPECT_THAT(std::string(src.status().message()),
+                HasSubstr(dir + "/tokenizer_config.json: ringmaster_tokenizer_compat: " + shown +
+                          " is not one of: slow, fast"));
+  }
+}
+
 // A sentence-transformers folder loads through its Transformer module, the same weights as the
 // module's folder alone, with a note naming the pooling that is replaced.
 TEST_F(HfModelDirTest, SentenceTransformersFolder) {

@@ -37,6 +37,25 @@ int ModelMaxLength(const nlohmann::json& config) {
   return v >= 2 && v <= std::numeric_limits<int32_t>::max() ? static_cast<int>(v) : 0;
 }
 
+// tokenizer_config.json's kTokenizerCompatKey; slow when the file or the key is absent.
+absl::StatusOr<jobspec::TokenizerCompat> ReadCompat(const std::string& dir,
+                                                    const nlohmann::json& config) {
+  if (!config.is_object()) return jobspec::TokenizerCompat::kSlow;
+  auto it = config.find(kTokenizerCompatKey);
+  if (it == config.end()) return jobspec::TokenizerCompat::kSlow;
+  absl::StatusOr<jobspec::TokenizerCompat> v =
+      it->is_string()
+          ? jobspec::ParseSettingOrError<jobspec::TokenizerCompat>(it->get<std::string>())
+          : absl::InvalidArgumentError(absl::StrCat(
+                it->dump(),
+                " is not one of: ", jobspec::AllowedSettingNames<jobspec::TokenizerCompat>()));
+  if (!v.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir, "/tokenizer_config.json: ", kTokenizerCompatKey, ": ", v.status().message()));
+  }
+  return *v;
+}
+
 absl::StatusOr<HfTokenizerSource> ReadTokenizerJson(const std::string& path,
                                                     const nlohmann::json& config) {
   RM_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxJsonBytes));
@@ -117,10 +136,12 @@ absl::StatusOr<HfTokenizerSource> ReadTokenizerJson(const std::string& path,
 
 absl::StatusOr<HfTokenizerSource> ReadHfTokenizer(const std::string& dir) {
   const nlohmann::json config = ReadTokenizerConfig(dir);
+  RM_ASSIGN_OR_RETURN(const jobspec::TokenizerCompat compat, ReadCompat(dir, config));
   const std::string vocab_path = dir + "/vocab.txt";
   std::error_code ec;
   if (fs::exists(vocab_path, ec)) {
     HfTokenizerSource src;
+    src.compat = compat;
     src.vocab_path = vocab_path;
     src.source = vocab_path;
     src.do_lower_case = true;
@@ -132,12 +153,17 @@ absl::StatusOr<HfTokenizerSource> ReadHfTokenizer(const std::string& dir) {
     return src;
   }
   const std::string json_path = dir + "/tokenizer.json";
-  if (fs::exists(json_path, ec)) return ReadTokenizerJson(json_path, config);
+  if (fs::exists(json_path, ec)) {
+    RM_ASSIGN_OR_RETURN(HfTokenizerSource src, ReadTokenizerJson(json_path, config));
+    src.compat = compat;
+    return src;
+  }
   return absl::NotFoundError(
       absl::StrCat(dir, ": has neither vocab.txt nor tokenizer.json (the tokenizer's vocabulary)"));
 }
 
-std::string TokenizerConfigJson(bool do_lower_case, int model_max_length) {
+std::string TokenizerConfigJson(bool do_lower_case, int model_max_length,
+                                jobspec::TokenizerCompat compat) {
   nlohmann::ordered_json j;
   j["clean_up_tokenization_spaces"] = true;
   j["cls_token"] = "[CLS]";
@@ -147,6 +173,9 @@ std::string TokenizerConfigJson(bool do_lower_case, int model_max_length) {
   j["model_max_length"] = model_max_length;
   j["never_split"] = nullptr;
   j["pad_token"] = "[PAD]";
+  // Which of HF's tokenizers the model was trained to match (always written, so that a reader
+  // need not know the default); predict reads it back.
+  j[kTokenizerCompatKey] = std::string(jobspec::SettingName(compat));
   j["sep_token"] = "[SEP]";
   // null = follow do_lower_case, which is what BertTokenizer does by default.
   j["strip_accents"] = nullptr;

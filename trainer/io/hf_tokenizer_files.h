@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "jobspec/job_settings.h"
 
 namespace ringmaster::trainer {
 
@@ -19,23 +20,32 @@ struct HfTokenizerSource {
   std::string vocab_path;
   std::vector<std::string> tokens;  // by id; tokenizer.json only
   bool do_lower_case = true;
+  // tokenizer_config.json's kTokenizerCompatKey: the HF tokenizer a ringmaster export was
+  // trained to match; slow when absent (any other directory).
+  jobspec::TokenizerCompat compat = jobspec::TokenizerCompat::kSlow;
   // tokenizer_config.json's model_max_length when it is an integer in [2, 2^31); 0 otherwise
   // (absent, or transformers' "no limit", 1e30).
   int model_max_length = 0;
   std::string source;  // the file the vocabulary came from, for messages
 };
 
+// The key of tokenizer_config.json that records model.tokenizer_compat ("slow" or "fast").
+// transformers keeps keys it does not know among the tokenizer's init arguments and ignores them.
+inline constexpr char kTokenizerCompatKey[] = "ringmaster_tokenizer_compat";
+
 // Reads DIR's tokenizer: DIR/vocab.txt when present, with tokenizer_config.json's do_lower_case
 // (true when absent); else DIR/tokenizer.json's WordPiece model ("model.vocab", ids 0..n-1 with
 // no gap) and BertNormalizer ("lowercase"; "strip_accents" null or equal to it; and
 // "handle_chinese_chars" true: the combinations BertTokenizer's do_lower_case gives, the only
-// ones the trainer's tokenizer implements). Errors name the file and what is missing or
-// unsupported.
+// ones the trainer's tokenizer implements). Either way `compat` is tokenizer_config.json's
+// kTokenizerCompatKey. Errors name the file and what is missing or unsupported (including a
+// kTokenizerCompatKey that is not "slow" or "fast").
 absl::StatusOr<HfTokenizerSource> ReadHfTokenizer(const std::string& dir);
 
 // The files an export writes beside vocab.txt. `vocab` is by id; `model_max_length` is the
 // length the model was trained with ([CLS] and [SEP] included), which transformers truncates at.
-std::string TokenizerConfigJson(bool do_lower_case, int model_max_length);
+std::string TokenizerConfigJson(bool do_lower_case, int model_max_length,
+                                jobspec::TokenizerCompat compat);
 std::string SpecialTokensMapJson();
 // The fast tokenizer's tokenizer.json: WordPiece over `vocab` (a token listed twice keeps its
 // later id, as vocab.txt's reader does), BertNormalizer, BertPreTokenizer, the [CLS] $A [SEP]

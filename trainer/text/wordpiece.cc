@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "trainer/text/fast_char_classes.h"
 #include "trainer/text/unicode_util.h"
 
 namespace ringmaster::trainer {
@@ -83,26 +84,52 @@ std::vector<std::string> SplitVocabLines(std::string_view data) {
   return lines;
 }
 
-}  // namespace
-
-absl::StatusOr<WordPieceTokenizer> WordPieceTokenizer::FromVocabFile(const std::string& path,
-                                                                     bool do_lower_case) {
-  RM_ASSIGN_OR_RETURN(std::string data, ReadFile(path, kMaxVocabFileBytes));
-  return FromVocabTokens(SplitVocabLines(data), do_lower_case, path);
+// NFD as the fast tokenizer computes it: its tables predate U+11938's decomposition, which it
+// leaves alone. U+11938 is a starter (combining class 0), so the text on either side of it
+// normalises independently.
+void FastNfd(const std::u32string& in, std::u32string* out) {
+  Scratch& s = ThreadScratch();
+  if (in.find(kFastUndecomposed) == std::u32string::npos) {
+    s.word_utf8.clear();
+    for (char32_t cp : in) AppendUtf8(cp, &s.word_utf8);
+    NormalizeNfd(s.word_utf8, &s.norm, out);
+    return;
+  }
+  out->clear();
+  std::u32string part;
+  size_t start = 0;
+  while (start <= in.size()) {
+    size_t end = in.find(kFastUndecomposed, start);
+    if (end == std::u32string::npos) end = in.size();
+    s.word_utf8.clear();
+    for (size_t i = start; i < end; ++i) AppendUtf8(in[i], &s.word_utf8);
+    NormalizeNfd(s.word_utf8, &s.norm, &part);
+    out->append(part);
+    if (end == in.size()) break;
+    out->push_back(kFastUndecomposed);
+    start = end + 1;
+  }
 }
 
-absl::StatusOr<WordPieceTokenizer> WordPieceTokenizer::FromVocabText(std::string_view text,
-                                                                     bool do_lower_case,
-                                                                     std::string_view source) {
+}  // namespace
+
+absl::StatusOr<WordPieceTokenizer> WordPieceTokenizer::FromVocabFile(
+    const std::string& path, const WordPieceOptions& options) {
+  RM_ASSIGN_OR_RETURN(std::string data, ReadFile(path, kMaxVocabFileBytes));
+  return FromVocabTokens(SplitVocabLines(data), options, path);
+}
+
+absl::StatusOr<WordPieceTokenizer> WordPieceTokenizer::FromVocabText(
+    std::string_view text, const WordPieceOptions& options, std::string_view source) {
   if (text.size() > kMaxVocabFileBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         AbslView(source), ": ", text.size(), " bytes exceeds the limit of ", kMaxVocabFileBytes));
   }
-  return FromVocabTokens(SplitVocabLines(text), do_lower_case, source);
+  return FromVocabTokens(SplitVocabLines(text), options, source);
 }
 
 absl::StatusOr<WordPieceTokenizer> WordPieceTokenizer::FromVocabTokens(
-    std::vector<std::string> tokens, bool do_lower_case, std::string_view source) {
+    std::vector<std::string> tokens, const WordPieceOptions& options, std::string_view source) {
   if (tokens.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(AbslView(source), ": vocab is empty"));
   }
@@ -111,7 +138,8 @@ absl::StatusOr<WordPieceTokenizer> WordPieceTokenizer::FromVocabTokens(
         absl::StrCat(AbslView(source), ": vocab has too many tokens"));
   }
   WordPieceTokenizer t;
-  t.do_lower_case_ = do_lower_case;
+  t.do_lower_case_ = options.do_lower_case;
+  t.fast_ = options.compat == jobspec::TokenizerCompat::kFast;
   t.vocab_.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string& tok = tokens[i];
@@ -217,6 +245,34 @@ void WordPieceTokenizer::RunAsciiChunk(std::string_view chunk, Emit& emit) const
 template <typename Emit>
 void WordPieceTokenizer::RunUnicodeChunk(std::string_view chunk, Emit& emit) const {
   Scratch& s = ThreadScratch();
+  if (fast_) {
+    // The fast tokenizer cleans and spaces out CJK without lowering first (RunWord lowers
+    // non-ASCII words after stripping accents) and applies no NFC. ASCII letters are lowered
+    // here, which commutes with every later step, since RunWord takes all-ASCII words as such.
+    s.seg_nfc.clear();
+    for (size_t pos = 0; pos < chunk.size();) {
+      char32_t cp;
+      pos += DecodeUtf8Char(chunk, pos, &cp);
+      if (IsFastDropped(cp)) continue;
+      if (do_lower_case_ && cp >= 'A' && cp <= 'Z') cp += 'a' - 'A';
+      if (IsHfWhitespace(cp)) {
+        s.seg_nfc.push_back(' ');
+      } else if (IsFastChineseChar(cp)) {
+        s.seg_nfc.push_back(' ');
+        s.seg_nfc.push_back(cp);
+        s.seg_nfc.push_back(' ');
+      } else {
+        s.seg_nfc.push_back(cp);
+      }
+    }
+  } else {
+    CleanSlow(chunk);
+  }
+  SplitWords(emit);
+}
+
+void WordPieceTokenizer::CleanSlow(std::string_view chunk) const {
+  Scratch& s = ThreadScratch();
   // Lowercase (HF does this to the raw text, before cleaning), clean, and space out CJK.
   s.seg_cps.clear();
   auto clean_append = [&s](char32_t cp) {
@@ -246,7 +302,11 @@ void WordPieceTokenizer::RunUnicodeChunk(std::string_view chunk, Emit& emit) con
   s.seg_utf8.clear();
   for (char32_t cp : s.seg_cps) AppendUtf8(cp, &s.seg_utf8);
   NormalizeNfc(s.seg_utf8, &s.norm, &s.seg_nfc);
+}
 
+template <typename Emit>
+void WordPieceTokenizer::SplitWords(Emit& emit) const {
+  Scratch& s = ThreadScratch();
   s.word.clear();
   bool word_ascii = true;
   for (char32_t cp : s.seg_nfc) {
@@ -265,8 +325,9 @@ void WordPieceTokenizer::RunUnicodeChunk(std::string_view chunk, Emit& emit) con
 template <typename Emit>
 void WordPieceTokenizer::RunWord(std::string_view word, bool ascii, Emit& emit) const {
   // HF's never_split: a word that is exactly a special token (possible once cleaning removed
-  // characters from inside it) skips lowercasing and punctuation splitting.
-  if (IsSpecialLiteral(word)) {
+  // characters from inside it) skips lowercasing and punctuation splitting. The fast tokenizer
+  // has no such rule.
+  if (!fast_ && IsSpecialLiteral(word)) {
     RunWordPiece(word, emit);
     return;
   }
@@ -289,24 +350,30 @@ void WordPieceTokenizer::RunWord(std::string_view word, bool ascii, Emit& emit) 
   for (size_t pos = 0; pos < word.size();) {
     char32_t cp;
     pos += DecodeUtf8Char(word, pos, &cp);
-    if (do_lower_case_) {
+    if (do_lower_case_ && !fast_) {
       AppendPyLower(cp, &s.word_cps);
     } else {
       s.word_cps.push_back(cp);
     }
   }
-  if (do_lower_case_) {
+  if (do_lower_case_ && !fast_) {
     // Strip accents: NFD, then drop the nonspacing marks.
     s.word_utf8.clear();
     for (char32_t cp : s.word_cps) AppendUtf8(cp, &s.word_utf8);
     NormalizeNfd(s.word_utf8, &s.norm, &s.word_nfd);
     std::erase_if(s.word_nfd, IsNonspacingMark);
     chars = &s.word_nfd;
+  } else if (do_lower_case_) {
+    // The fast order: NFD, drop the marks its tables know, then lowercase.
+    FastNfd(s.word_cps, &s.word_nfd);
+    std::erase_if(s.word_nfd, IsFastNonspacingMark);
+    s.word_cps.clear();
+    for (char32_t cp : s.word_nfd) AppendPyLower(cp, &s.word_cps);
   }
 
   s.piece.clear();
   for (char32_t cp : *chars) {
-    if (!IsHfPunctuation(cp)) {
+    if (!(fast_ ? IsFastPunctuation(cp) : IsHfPunctuation(cp))) {
       AppendUtf8(cp, &s.piece);
       continue;
     }

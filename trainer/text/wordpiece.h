@@ -9,20 +9,40 @@
 //      punctuation characters;
 //   4. WordPiece: greedy longest-match-first with "##" continuations; a word over 100 code
 //      points, or one with a part that matches nothing, becomes a single [UNK].
+//
+// TokenizerCompat::kFast reproduces the fast tokenizer instead (BertTokenizerFast, tokenizers
+// 0.19, what AutoTokenizer returns), which differs from the slow one in step 3 and in one rule of
+// step 2:
+//   - cleaning keeps unassigned code points (they make their word [UNK]) and uses older Unicode
+//     tables for format characters, punctuation and nonspacing marks (fast_char_classes.h);
+//   - U+2B820-U+2B91F are not CJK ideographs;
+//   - no NFC: cased text is not normalised at all; uncased text is NFD'd, stripped of marks and
+//     then lowercased (the same result as lowercasing first, measured over all code points);
+//   - a word that becomes a special token only after cleaning ("[MA\x01SK]") is not one: it
+//     splits at its brackets like any other text.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "jobspec/job_settings.h"
 
 namespace ringmaster::trainer {
 
 struct SpecialTokenIds {
   int32_t pad = -1, unk = -1, cls = -1, sep = -1, mask = -1;  // mask may stay -1
+};
+
+// How a vocabulary is applied: casing (HF's do_lower_case, with accent stripping) and which of
+// HF's two BERT tokenizers to reproduce.
+struct WordPieceOptions {
+  bool do_lower_case = true;
+  jobspec::TokenizerCompat compat = jobspec::TokenizerCompat::kSlow;
 };
 
 class WordPieceTokenizer {
@@ -36,15 +56,31 @@ class WordPieceTokenizer {
   // ("<path>:<line>: invalid UTF-8"), a vocab without [CLS], [SEP], [UNK] or [PAD].
   // Files over kMaxVocabFileBytes are refused.
   static absl::StatusOr<WordPieceTokenizer> FromVocabFile(const std::string& path,
-                                                          bool do_lower_case);
+                                                          const WordPieceOptions& options);
   // The same on the contents of a vocab file already in memory; `source` names it in errors.
-  static absl::StatusOr<WordPieceTokenizer> FromVocabText(std::string_view text, bool do_lower_case,
+  static absl::StatusOr<WordPieceTokenizer> FromVocabText(std::string_view text,
+                                                          const WordPieceOptions& options,
                                                           std::string_view source);
   // The same from tokens already split into lines; `source` names them in errors. When a token
   // appears twice the later id wins for lookups (HF builds a dict), as with the file.
   static absl::StatusOr<WordPieceTokenizer> FromVocabTokens(std::vector<std::string> tokens,
-                                                            bool do_lower_case,
+                                                            const WordPieceOptions& options,
                                                             std::string_view source);
+  // The same three with the slow tokenizer's behaviour and only the casing given.
+  static absl::StatusOr<WordPieceTokenizer> FromVocabFile(const std::string& path,
+                                                          bool do_lower_case) {
+    return FromVocabFile(path, WordPieceOptions{.do_lower_case = do_lower_case});
+  }
+  static absl::StatusOr<WordPieceTokenizer> FromVocabText(std::string_view text, bool do_lower_case,
+                                                          std::string_view source) {
+    return FromVocabText(text, WordPieceOptions{.do_lower_case = do_lower_case}, source);
+  }
+  static absl::StatusOr<WordPieceTokenizer> FromVocabTokens(std::vector<std::string> tokens,
+                                                            bool do_lower_case,
+                                                            std::string_view source) {
+    return FromVocabTokens(std::move(tokens), WordPieceOptions{.do_lower_case = do_lower_case},
+                           source);
+  }
 
   // Word pieces, without [CLS]/[SEP]. Literal special tokens in the text come out as themselves
   // (a literal [MASK] as [UNK] when the vocab has no [MASK]). Ill-formed UTF-8 is read as
@@ -66,6 +102,9 @@ class WordPieceTokenizer {
   const std::string& token(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
   int32_t TokenId(std::string_view token) const;  // -1 when absent
   bool do_lower_case() const { return do_lower_case_; }
+  jobspec::TokenizerCompat compat() const {
+    return fast_ ? jobspec::TokenizerCompat::kFast : jobspec::TokenizerCompat::kSlow;
+  }
 
  private:
   WordPieceTokenizer() = default;
@@ -79,6 +118,11 @@ class WordPieceTokenizer {
   void RunAsciiChunk(std::string_view chunk, Emit& emit) const;
   template <typename Emit>
   void RunUnicodeChunk(std::string_view chunk, Emit& emit) const;
+  // RunUnicodeChunk's steps: the slow tokenizer's lowering, cleaning, CJK spacing and NFC of
+  // `chunk`, and the split of the result into words.
+  void CleanSlow(std::string_view chunk) const;
+  template <typename Emit>
+  void SplitWords(Emit& emit) const;
   template <typename Emit>
   void RunWord(std::string_view word, bool ascii, Emit& emit) const;
   template <typename Emit>
@@ -91,6 +135,7 @@ class WordPieceTokenizer {
   // falls back to [UNK] when the vocab has none (HF would append it past the vocab instead).
   int32_t literal_ids_[5] = {-1, -1, -1, -1, -1};
   bool do_lower_case_ = true;
+  bool fast_ = false;  // TokenizerCompat::kFast
   // Longest token in bytes, and longest "##" token without its "##": no match can be longer,
   // so the greedy search starts there instead of at the end of a long word.
   size_t max_token_bytes_ = 0;

@@ -59,6 +59,11 @@ RunSettings TrajectorySettings(const JobSpec& job) {
     // With init_from the tokenizer's settings are its directory's, not this key's.
     s["model.do_lower_case"] = Bool(m.do_lower_case);
   }
+  // Either way the tokenizer's Unicode behaviour is this key's. Recorded only when not the
+  // default, so that checkpoints from before the key existed (all slow) still resume.
+  if (m.tokenizer_compat != TokenizerCompat::kSlow) {
+    s["model.tokenizer_compat"] = std::string(SettingName(m.tokenizer_compat));
+  }
   s["model.num_labels"] = Text(m.num_labels);
   if (m.hidden_dropout_prob) s["model.hidden_dropout_prob"] = Text(*m.hidden_dropout_prob);
   if (m.attention_probs_dropout_prob) {

@@ -97,6 +97,17 @@ TEST(ResumePolicyTest, ScheduleDataAndBestModelKeys) {
   EXPECT_EQ(TrajectorySettings(c).at("train.greater_is_better"), "true");
 }
 
+// The tokenizer mode changes every id the model sees: a change is named, the default is absent
+// (checkpoints from before the key resume), with init_from as with config.
+TEST(ResumePolicyTest, TokenizerCompatIsRecordedWhenNotTheDefault) {
+  const JobSpec a = SomeJob();
+  EXPECT_FALSE(TrajectorySettings(a).contains("model.tokenizer_compat"));
+  JobSpec b = a;
+  b.model.tokenizer_compat = TokenizerCompat::kFast;
+  EXPECT_EQ(FormatChanges(DiffSettings(TrajectorySettings(a), TrajectorySettings(b))),
+            "model.tokenizer_compat (not set) -> fast");
+}
+
 TEST(ResumePolicyTest, TheRefusalIsOneMarkedLineNamingTheWaysOut) {
   const absl::Status s =
       SettingsChanged("/out/checkpoints/step-00000150", {{"train.lr", "0.001", "0.002"}});

@@ -79,16 +79,19 @@ absl::Status MakeOutputDir(const std::string& dir) {
 namespace {
 
 // The tokenizer of the model directory `dir` (vocab.txt, else tokenizer.json), recording where
-// it came from, its casing and its model_max_length in *m.
-absl::StatusOr<WordPieceTokenizer> LoadTokenizer(const std::string& dir, LoadedModel* m) {
+// it came from, its casing, its mode (`compat`, else what the directory records) and its
+// model_max_length in *m.
+absl::StatusOr<WordPieceTokenizer> LoadTokenizer(const std::string& dir,
+                                                 std::optional<TokenizerCompat> compat,
+                                                 LoadedModel* m) {
   RM_ASSIGN_OR_RETURN(HfTokenizerSource src, ReadHfTokenizer(dir));
   m->vocab_path = src.source;
   m->do_lower_case = src.do_lower_case;
+  m->tokenizer_compat = compat.value_or(src.compat);
   m->model_max_length = src.model_max_length;
-  if (!src.vocab_path.empty()) {
-    return WordPieceTokenizer::FromVocabFile(src.vocab_path, src.do_lower_case);
-  }
-  return WordPieceTokenizer::FromVocabTokens(std::move(src.tokens), src.do_lower_case, src.source);
+  const WordPieceOptions options{.do_lower_case = src.do_lower_case, .compat = m->tokenizer_compat};
+  if (!src.vocab_path.empty()) return WordPieceTokenizer::FromVocabFile(src.vocab_path, options);
+  return WordPieceTokenizer::FromVocabTokens(std::move(src.tokens), options, src.source);
 }
 
 // vocab.txt's contents for an export: the file itself when the model had one, else the tokens
@@ -114,7 +117,8 @@ TableOptions TableOptionsForJob(const JobSpec& job) {
   return o;
 }
 
-absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir) {
+absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir,
+                                         std::optional<TokenizerCompat> compat) {
   LoadedModel m;
   RM_ASSIGN_OR_RETURN(HfModel hf, LoadHfModelDir(dir, 0, 0));
   if (!hf.note.empty()) LogInfo(hf.note);
@@ -125,7 +129,7 @@ absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir) {
   m.config = hf.config;
   m.layout = std::move(hf.layout);
   m.params = std::move(hf.params);
-  RM_ASSIGN_OR_RETURN(WordPieceTokenizer tok, LoadTokenizer(hf.dir, &m));
+  RM_ASSIGN_OR_RETURN(WordPieceTokenizer tok, LoadTokenizer(hf.dir, compat, &m));
   m.tokenizer = std::make_unique<WordPieceTokenizer>(std::move(tok));
   const std::string columns_path = (fs::path(hf.dir) / kDataColumnsFile).string();
   if (fs::exists(columns_path)) {
@@ -218,9 +222,13 @@ absl::StatusOr<LoadedModel> LoadModelForJob(const JobSpec& job) {
   }
   std::optional<WordPieceTokenizer> loaded;
   if (!ms.init_from.empty()) {
-    RM_ASSIGN_OR_RETURN(loaded, LoadTokenizer(hf_dir, &m));
+    // The job's mode, not what init_from's directory may record.
+    RM_ASSIGN_OR_RETURN(loaded, LoadTokenizer(hf_dir, ms.tokenizer_compat, &m));
   } else {
-    RM_ASSIGN_OR_RETURN(loaded, WordPieceTokenizer::FromVocabFile(m.vocab_path, m.do_lower_case));
+    m.tokenizer_compat = ms.tokenizer_compat;
+    RM_ASSIGN_OR_RETURN(
+        loaded, WordPieceTokenizer::FromVocabFile(m.vocab_path, {.do_lower_case = m.do_lower_case,
+                                                                 .compat = m.tokenizer_compat}));
   }
   WordPieceTokenizer& tok = *loaded;
   if (ms.init_from.empty()) {
@@ -303,6 +311,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   HfTokenizerExport export_tokenizer;
   RM_ASSIGN_OR_RETURN(export_tokenizer.vocab_text, VocabText(model));
   export_tokenizer.do_lower_case = model.do_lower_case;
+  export_tokenizer.compat = model.tokenizer_compat;
   export_tokenizer.model_max_length = max_len;
   TrainData data;
   TableOptions table = TableOptionsForJob(job);

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct LoadedModel {
   // Where the vocabulary came from (vocab.txt, or tokenizer.json), for messages.
   std::string vocab_path;
   bool do_lower_case = true;
+  // Which HF tokenizer `tokenizer` reproduces: the job's model.tokenizer_compat, or for predict
+  // what the directory's tokenizer_config.json recorded.
+  TokenizerCompat tokenizer_compat = TokenizerCompat::kSlow;
   // The directory's tokenizer_config.json model_max_length (for a run's final/, the length it
   // was trained with); 0 when absent.
   int model_max_length = 0;
@@ -61,9 +65,11 @@ TableOptions TableOptionsForJob(const JobSpec& job);
 
 // From the job's model section: init_from (HF dir) or config + vocab (random init).
 absl::StatusOr<LoadedModel> LoadModelForJob(const JobSpec& job);
-// From a HF directory (predict). A sentence-transformers folder is read through its
-// transformer module (hf_model_dir.h).
-absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir);
+// From a HF directory (predict), with the tokenizer mode the directory records (slow when it
+// records none) unless `compat` overrides it. A sentence-transformers folder is read through
+// its transformer module (hf_model_dir.h).
+absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir,
+                                         std::optional<TokenizerCompat> compat = std::nullopt);
 
 // Runs the model over `data` (in order) without dropout; logits (rows × C) into `logits`.
 EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
