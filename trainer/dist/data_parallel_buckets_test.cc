@@ -34,6 +34,7 @@ namespace {
 class CountingObserver : public CollectiveObserver {
  public:
   void OnEnter(uint64_t, Collective op) override {
+    if (op == Collective::kBarrier) return;  // the test's own
     ++entered;
     if (op == Collective::kAllReduceSum) ++all_reduces;
   }
@@ -110,7 +111,11 @@ RankResult RunRank(const std::string& dir, int rank, int world, const ParamLayou
     (*dp)->ReleaseParams(u);
   }
   (*dp)->BeginBackward();
-  // Backward: units from last to first, each unit's gradients written before it is done.
+  // Backward: units from last to first, each unit's gradients written before it is done. After
+  // each unit a barrier, queued behind whatever reduction GradsDone launched, so that reduction
+  // has run before the next unit's gradients exist: a bucket launched before its last unit is
+  // done (its lower units still zero) gives wrong sums every time, not just when the
+  // communication thread happens to be early.
   for (int u = units - 1; u >= 0; --u) {
     (*dp)->AcquireParams(u);
     float* g = (*dp)->AcquireGrads(u);
@@ -118,6 +123,7 @@ RankResult RunRank(const std::string& dir, int rank, int world, const ParamLayou
     for (size_t i = 0; i < s.numel; ++i) g[i] += Grad(rank, s.begin + i);
     (*dp)->GradsDone(u);
     (*dp)->ReleaseParams(u);
+    if (absl::Status b = (*dp)->Barrier(); !b.ok()) return {{}, 0, 0, b.ToString()};
   }
   auto step = (*dp)->FinishStep(/*local_loss=*/0, kLr, /*max_grad_norm=*/0);
   if (!step.ok()) return {{}, 0, 0, step.status().ToString()};
