@@ -21,7 +21,7 @@
 // trainer/dist/wire_codec.h, encoded and decoded on the GPU by wire_codec_gpu.h) acts on the
 // gradient reductions as on the CPU engine: a reduce-scatter becomes an all-to-all of encoded
 // blocks that each owner decodes and adds in rank order (int8 keeps the quantisation error of
-// what it sent, per unit); an all-reduce (no_shard's per unit, hybrid_shard's across nodes) is
+// what it sent, per unit); an all-reduce (no_shard's per bucket, hybrid_shard's across nodes) is
 // the two-stage compressed all-reduce with zero-chunk skipping (device_two_stage_allreduce.h).
 // PowerSGD (device_powersgd.h) replaces the replicated all-reduces once the optimizer has taken
 // `powersgd_start_step` steps: no_shard's whole gradient after backward, hybrid_shard's shard
@@ -238,7 +238,7 @@ class CudaDataParallel : public UnitAccess<float> {
   double *norm_scratch_ = nullptr, *sum_sq_ = nullptr;  // GradSumSquares' scratch and result
   float* spare_ = nullptr;  // handed out when the pool cannot grow (the failure is kept)
   // Compression: int8's residuals (reduce-scatter: each unit's padded size at local·g; the
-  // all-reduces: no_shard's per unit at its flat offset, hybrid_shard's over the shards), the
+  // all-reduces: no_shard's per bucket at its flat offset, hybrid_shard's over the shards), the
   // encoded blocks of a reduce-scatter (g slots of stride_ bytes, 4-byte aligned), the two-stage
   // all-reduce's buffers.
   WireCodec codec_ = WireCodec::kNone;
