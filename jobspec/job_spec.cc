@@ -498,6 +498,7 @@ void ParseDistributed(MapReader& root, JobSpec& spec, Errors& errors, UnknownSet
   m.Get("powersgd_rank", &d.powersgd_rank, ToInt);
   m.Get("powersgd_start_step", &d.powersgd_start_step, ToInt64);
   m.Get("skip_zero_blocks", &d.skip_zero_blocks, ToBool);
+  m.Get("bucket_cap_mb", &d.bucket_cap_mb, ToDouble);
   GetSetting(m, "backend", &d.backend, errors, unknown);
   m.ReportUnknown();
 }

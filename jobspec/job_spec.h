@@ -131,6 +131,8 @@ struct DistributedSpec {
   int powersgd_rank = 4;             // rank of PowerSGD's factors
   int64_t powersgd_start_step = -1;  // steps all-reduced exactly first; -1 = max(LR warmup, 10%)
   bool skip_zero_blocks = true;      // all-reduces skip 256-value blocks zero on every rank
+  // no_shard: MiB of gradients per all-reduce bucket (DDP's bucket_cap_mb); 0 = one per unit.
+  double bucket_cap_mb = 0;
   Backend backend = Backend::kAuto;
 };
 

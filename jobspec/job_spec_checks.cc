@@ -341,6 +341,17 @@ void Validate(const JobSpec& s, const Marks* marks,
                      "longer), got ",
                      d.powersgd_start_step));
   }
+  if (!(d.bucket_cap_mb >= 0) || !std::isfinite(d.bucket_cap_mb)) {
+    bad("distributed.bucket_cap_mb",
+        absl::StrCat("must be a number >= 0 (0: one bucket per unit), got ", d.bucket_cap_mb));
+  } else if (d.bucket_cap_mb > 0 && d.sharding != Sharding::kNoShard) {
+    // Only DDP buckets its all-reduces; the sharded modes reduce per unit (FSDP has no such
+    // setting), so a cap there would be silently ignored: refuse it.
+    bad("distributed.bucket_cap_mb",
+        absl::StrCat("buckets only no_shard's gradient all-reduces; sharding ",
+                     std::string(jobspec::SettingName(d.sharding)),
+                     " reduces each unit on its own: remove bucket_cap_mb or use no_shard"));
+  }
   const bool device_known = unknown == nullptr || !unknown->contains("train.device");
   if (d.backend == Backend::kNccl && t.device == Device::kCpu && device_known) {
     bad("distributed.backend", "nccl needs train.device cuda (or auto); CPU ranks use gloo");

@@ -449,6 +449,7 @@ void ExpectRoundTrip(const JobSpec& a) {
   EXPECT_EQ(b->distributed.powersgd_rank, a.distributed.powersgd_rank);
   EXPECT_EQ(b->distributed.powersgd_start_step, a.distributed.powersgd_start_step);
   EXPECT_EQ(b->distributed.skip_zero_blocks, a.distributed.skip_zero_blocks);
+  EXPECT_EQ(b->distributed.bucket_cap_mb, a.distributed.bucket_cap_mb);
   EXPECT_EQ(b->restart.max_restarts, a.restart.max_restarts);
 }
 
@@ -578,4 +579,29 @@ TEST(JobSpecTest, ValidateJobSpecOnBuiltSpec) {
 }
 
 }  // namespace
+TEST(JobSpecTest, BucketCapDefaultsToPerUnitAndAppliesOnlyToNoShard) {
+  absl::StatusOr<JobSpec> def = ParseJobSpec(kMinimal, "job.yaml", "/jobs");
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_EQ(def->distributed.bucket_cap_mb, 0);
+  absl::StatusOr<JobSpec> on = ParseJobSpec(
+      std::string(kMinimal) + "distributed:\n  bucket_cap_mb: 12.5\n", "job.yaml", "/jobs");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->distributed.bucket_cap_mb, 12.5);
+  ExpectRoundTrip(*on);
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "distributed:\n  bucket_cap_mb: -1\n"),
+              HasSubstr("distributed.bucket_cap_mb: must be a number >= 0"));
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "distributed:\n  bucket_cap_mb: lots\n"),
+              HasSubstr("distributed.bucket_cap_mb: expected a number"));
+  // The sharded modes reduce per unit: a cap there is refused, naming the key and the mode.
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) +
+                      "distributed:\n  sharding: full_shard\n  bucket_cap_mb: 25\n"),
+              HasSubstr("distributed.bucket_cap_mb: buckets only no_shard's gradient "
+                        "all-reduces; sharding full_shard"));
+  absl::StatusOr<JobSpec> zero = ParseJobSpec(std::string(kMinimal) +
+                                                  "distributed:\n  sharding: full_shard\n  "
+                                                  "bucket_cap_mb: 0\n",
+                                              "job.yaml", "/jobs");
+  EXPECT_TRUE(zero.ok()) << zero.status();
+}
+
 }  // namespace ringmaster::trainer

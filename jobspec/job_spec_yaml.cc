@@ -186,6 +186,7 @@ std::string JobSpecToYaml(const JobSpec& s) {
   KeyNumber(out, "powersgd_rank", d.powersgd_rank);
   KeyNumber(out, "powersgd_start_step", d.powersgd_start_step);
   KeyBool(out, "skip_zero_blocks", d.skip_zero_blocks);
+  KeyNumber(out, "bucket_cap_mb", d.bucket_cap_mb);
   KeyString(out, "backend", std::string(SettingName(d.backend)));
   out << YAML::EndMap;
 

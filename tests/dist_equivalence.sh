@@ -2,7 +2,8 @@
 # ctest-labels: integration;serial
 # Data parallelism without compression changes nothing but the summation order: 1, 2 and 4
 # ranks on the same global batch end with the same weights as one process, for every sharding
-# strategy (hybrid_shard as 2 nodes). Dropout is off so every world size draws the same masks.
+# strategy (hybrid_shard as 2 nodes), and for no_shard with gradient buckets. Dropout is off so
+# every world size draws the same masks.
 # Tolerance: |diff| <= 2e-6 + 1e-4·|w| after 10 AdamW steps (an epoch of 9, its last global batch short, then one more) in fp32 (measured max 1.8e-7).
 set -euo pipefail
 T=${TRAINER:?}
@@ -61,6 +62,16 @@ for spec in "2 1,3" "4 1,2,3,2"; do
   launch_ranks "$world" 1 "$(job "$name" full_shard)" "$work/$name" RINGMASTER_RANK_WEIGHTS="$weights"
   wait_ranks || { echo "FAIL: $name: a rank failed"; tail -5 "$work/$name"-*.log; fail=1; continue; }
   same_as_ref "$name" "$name (weights $weights)"
+done
+# Gradient buckets (no_shard's bucket_cap_mb: 0.05 MiB puts layer 0, layer 1 and the head in
+# one all-reduce, the embeddings in another) change only the summation order.
+for world in 2 4; do
+  name="buckets_w${world}"
+  sed -e "s/^distributed: .*/distributed: {sharding: no_shard, bucket_cap_mb: 0.05}/" \
+    "$(job "$name" no_shard)" >"$work/$name.bkt.yaml"
+  launch_ranks "$world" 1 "$work/$name.bkt.yaml" "$work/$name"
+  wait_ranks || { echo "FAIL: $name: a rank failed"; tail -5 "$work/$name"-*.log; fail=1; continue; }
+  same_as_ref "$name" "$name (bucket_cap_mb 0.05)"
 done
 # Zero-block skipping is lossless: with a vocabulary ten times what the data uses (as with
 # bert-base-uncased's table on a fine-tuning task), all-reduces with and without skipping end

@@ -156,6 +156,7 @@ rt::CudaEngineFactory CudaEngineFactory() {
             int64_t warmup_steps) -> absl::StatusOr<std::unique_ptr<rt::StepEngine>> {
     rt::cuda::CudaTrainerOptions options;
     options.sharding = job.distributed.sharding;
+    options.bucket_cap_bytes = rt::BucketCapBytes(job.distributed.bucket_cap_mb);
     // Several CUDA ranks: collectives on device buffers, i.e. NCCL; fp32 on the wire.
     rt::DataParallelComms comms;
     if (dist.world_size() > 1) {

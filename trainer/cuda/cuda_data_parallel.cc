@@ -42,7 +42,8 @@ absl::Status CopyToDevice(float* dst, const float* src, size_t n, cudaStream_t s
 
 absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
     const ParamLayout& layout, Sharding sharding, const DataParallelComms& comms,
-    const std::vector<float>& initial, cudaStream_t stream, const CudaCompression& compression) {
+    const std::vector<float>& initial, cudaStream_t stream, const CudaCompression& compression,
+    size_t bucket_cap_bytes) {
   if (initial.size() != layout.total) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "CudaDataParallel: %d parameters given for a layout of %d", initial.size(), layout.total));
@@ -61,6 +62,11 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
         "LOCAL_WORLD_SIZE must be the same on every node)");
   }
   dp->sharding_ = sharding;
+  if (bucket_cap_bytes > 0 && sharding != Sharding::kNoShard) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("distributed.bucket_cap_mb applies to sharding no_shard only (got ",
+                     std::string(ShardingName(sharding)), ")"));
+  }
   if (dp->world_size_ > 1) {
     RM_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&dp->comm_stream_, cudaStreamNonBlocking));
     RM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&dp->to_comm_, cudaEventDisableTiming));
@@ -79,6 +85,9 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
                    ? UnitShards::Make(layout, dp->group_->rank(), dp->group_->size())
                    : UnitShards::Make(layout, 0, 1);
   dp->local_total_ = dp->parts_.local_total;
+  if (sharding == Sharding::kNoShard) {
+    RM_ASSIGN_OR_RETURN(dp->buckets_, GradBuckets::Make(dp->parts_.units, bucket_cap_bytes));
+  }
   for (int u = 0; u < static_cast<int>(dp->parts_.units.size()); ++u) {
     dp->max_padded_ = std::max(dp->max_padded_, dp->parts_.padded(u));
   }
@@ -473,13 +482,16 @@ void CudaDataParallel::GradsDone(int unit) {
     return;  // nothing to reduce now (PowerSGD: in Reduce)
   }
   if (sharding_ == Sharding::kShardGradOp && !last_micro_) return;
+  // no_shard: the bucket this unit completes (grad_buckets.h), the same ranges as the CPU's.
+  const GradBucket* bucket = sharding_ == Sharding::kNoShard ? buckets_.LaunchedBy(unit) : nullptr;
+  if (sharding_ == Sharding::kNoShard && bucket == nullptr) return;
   // The reduction overlaps the backward of the units before this one; Reduce joins.
   CommPhase phase(this);
   absl::Status s;
   switch (sharding_) {
     case Sharding::kNoShard:
-      s = AllReduceGrads(*comms_.world, full_grads_ + u.begin, u.numel,
-                         residual_ag_ != nullptr ? residual_ag_ + u.begin : nullptr);
+      s = AllReduceGrads(*comms_.world, full_grads_ + bucket->begin, bucket->numel,
+                         residual_ag_ != nullptr ? residual_ag_ + bucket->begin : nullptr);
       break;
     case Sharding::kShardGradOp: {
       absl::StatusOr<float*> buf = Take();

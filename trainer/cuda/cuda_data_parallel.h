@@ -4,7 +4,8 @@
 // (trainer/dist/unit_shards.h), so a checkpoint names the same ranges on either engine:
 //   no_shard       full parameters, gradients and moments on every rank; each unit's gradients
 //                  are all-reduced when backward is done with them in the step's last
-//                  micro-batch.
+//                  micro-batch, or with `bucket_cap_bytes` each bucket of consecutive units when
+//                  backward is done with its last (trainer/dist/grad_buckets.h, the CPU's).
 //   shard_grad_op  full parameters; each unit's gradients are reduce-scattered to their owners
 //                  in the last micro-batch; AdamW updates the local shards, which are then
 //                  all-gathered into the full parameters.
@@ -20,7 +21,7 @@
 // trainer/dist/wire_codec.h, encoded and decoded on the GPU by wire_codec_gpu.h) acts on the
 // gradient reductions as on the CPU engine: a reduce-scatter becomes an all-to-all of encoded
 // blocks that each owner decodes and adds in rank order (int8 keeps the quantisation error of
-// what it sent, per unit); an all-reduce (no_shard's per unit, hybrid_shard's across nodes) is
+// what it sent, per unit); an all-reduce (no_shard's per bucket, hybrid_shard's across nodes) is
 // the two-stage compressed all-reduce with zero-chunk skipping (device_two_stage_allreduce.h).
 // PowerSGD (device_powersgd.h) replaces the replicated all-reduces once the optimizer has taken
 // `powersgd_start_step` steps: no_shard's whole gradient after backward, hybrid_shard's shard
@@ -65,6 +66,7 @@
 #include "trainer/cuda/device_two_stage_allreduce.h"
 #include "trainer/cuda/gpu_intervals.h"
 #include "trainer/dist/data_parallel.h"
+#include "trainer/dist/grad_buckets.h"
 #include "trainer/dist/unit_shards.h"
 #include "trainer/dist/wire_codec.h"
 #include "trainer/model/bert_model.h"
@@ -96,7 +98,7 @@ class CudaDataParallel : public UnitAccess<float> {
   static absl::StatusOr<std::unique_ptr<CudaDataParallel>> Create(
       const ParamLayout& layout, Sharding sharding, const DataParallelComms& comms,
       const std::vector<float>& initial, cudaStream_t stream,
-      const CudaCompression& compression = {});
+      const CudaCompression& compression = {}, size_t bucket_cap_bytes = 0);
   ~CudaDataParallel() override;
   CudaDataParallel(const CudaDataParallel&) = delete;
   CudaDataParallel& operator=(const CudaDataParallel&) = delete;
@@ -224,6 +226,7 @@ class CudaDataParallel : public UnitAccess<float> {
            joined_ = 0;  // comm phases begun; the last one the compute stream waited for
   size_t n_ = 0;
   UnitShards parts_;
+  GradBuckets buckets_;  // no_shard's all-reduces
   size_t local_total_ = 0, max_padded_ = 0;
 
   // Device buffers (null where the strategy has none).
@@ -235,7 +238,7 @@ class CudaDataParallel : public UnitAccess<float> {
   double *norm_scratch_ = nullptr, *sum_sq_ = nullptr;  // GradSumSquares' scratch and result
   float* spare_ = nullptr;  // handed out when the pool cannot grow (the failure is kept)
   // Compression: int8's residuals (reduce-scatter: each unit's padded size at local·g; the
-  // all-reduces: no_shard's per unit at its flat offset, hybrid_shard's over the shards), the
+  // all-reduces: no_shard's per bucket at its flat offset, hybrid_shard's over the shards), the
   // encoded blocks of a reduce-scatter (g slots of stride_ bytes, 4-byte aligned), the two-stage
   // all-reduce's buffers.
   WireCodec codec_ = WireCodec::kNone;

@@ -7,12 +7,15 @@
 // has no samples in one micro-batch (the empty pass must issue the same collectives). The
 // checkpoint ranges the ranks save tile the layout and hold the CPU's AdamW moments, and the
 // state they form resumes in a world of one (another world size) and takes a fourth step equal
-// to the CPU's. Needs as many devices as ranks (the emulator: CUDA_EMU_DEVICES=4); skips
-// (exit 77) without a CUDA device.
+// to the CPU's. no_shard also runs with gradient buckets (distributed.bucket_cap_mb: two buckets of
+// two units each), equal to the same CPU model; every no_shard run issues one all-reduce per
+// bucket per step (counted through a TracedCommunicator). Needs as many devices as ranks (the
+// emulator: CUDA_EMU_DEVICES=4); skips (exit 77) without a CUDA device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -22,10 +25,12 @@
 #include "absl/strings/str_cat.h"
 #include "trainer/comm/nccl_communicator.h"
 #include "trainer/comm/store.h"
+#include "trainer/comm/traced_communicator.h"
 #include "trainer/cuda/cuda_trainer_state.h"
 #include "trainer/cuda/gpu_test_batch.h"
 #include "trainer/cuda/gpu_test_compare.h"
 #include "trainer/cuda/gpu_test_util.h"
+#include "trainer/dist/grad_buckets.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/optim/adamw.h"
 
@@ -96,7 +101,26 @@ struct RankResult {
   ShardRanges saved;
   std::vector<float> p, m, v;  // what it would write to a checkpoint
   DeviceFigures device;        // GPU time, of which in collectives
+  int all_reduces = 0;         // AllReduceSum entered on the world communicator
 };
+
+// Counts the all-reduces a rank issues.
+class AllReduceCounter : public CollectiveObserver {
+ public:
+  void OnEnter(uint64_t, Collective op) override {
+    if (op == Collective::kAllReduceSum) ++all_reduces;
+  }
+  void OnLeave(uint64_t, Collective, double) override {}
+  std::atomic<int> all_reduces{0};
+};
+
+// no_shard's bucket cap in these tests: the head and the last layer fill a bucket, so backward
+// makes two buckets of two units ({layer 1, head}, then {embeddings, layer 0}).
+size_t TestBucketCap(const ParamLayout& layout) {
+  const UnitShards parts = UnitShards::Make(layout, 0, 1);
+  const size_t units = parts.units.size();
+  return (parts.units[units - 1].numel + parts.units[units - 2].numel) * sizeof(float);
+}
 
 // The communicators of rank `r` of `world`: the world, and for hybrid_shard the node groups of
 // `local` ranks (intra) and the ranks with the same local index (inter). Each group rendezvous
@@ -111,7 +135,8 @@ struct Groups {
 };
 
 std::vector<RankResult> TrainRanks(const BertConfig& config, const std::vector<float>& initial,
-                                   int world, Sharding sharding, int local) {
+                                   int world, Sharding sharding, int local,
+                                   size_t bucket_cap_bytes) {
   const bool hybrid = sharding == Sharding::kHybridShard;
   Groups groups(world, local);
   std::vector<RankResult> results(world);
@@ -126,8 +151,11 @@ std::vector<RankResult> TrainRanks(const BertConfig& config, const std::vector<f
       const absl::Duration timeout = absl::Seconds(120);
       auto world_comm = NcclCommunicator::Create(groups.world_store, r, world, r, timeout);
       if (!world_comm.ok()) return fail(world_comm.status().ToString());
+      AllReduceCounter counter;
+      std::atomic<uint64_t> seq{0};
+      TracedCommunicator traced(world_comm->get(), &counter, &seq);
       std::unique_ptr<Communicator> intra, inter;
-      DataParallelComms comms{world_comm->get(), nullptr, nullptr};
+      DataParallelComms comms{&traced, nullptr, nullptr};
       if (hybrid) {
         auto a =
             NcclCommunicator::Create(*groups.intra_stores[r / local], r % local, local, r, timeout);
@@ -142,6 +170,7 @@ std::vector<RankResult> TrainRanks(const BertConfig& config, const std::vector<f
       }
       CudaTrainerOptions options;
       options.sharding = sharding;
+      options.bucket_cap_bytes = bucket_cap_bytes;
       const ParamLayout layout = MakeBertParamLayout(config);
       auto state = CudaTrainerState::Create(config, layout, initial, options, comms);
       if (!state.ok()) return fail(state.status().ToString());
@@ -173,6 +202,7 @@ std::vector<RankResult> TrainRanks(const BertConfig& config, const std::vector<f
       if (!params.ok()) return fail(params.status().ToString());
       out.params = *std::move(params);
       out.device = (*state)->figures();
+      out.all_reduces = counter.all_reduces.load();
       const CudaDataParallel& dp = (*state)->data_parallel();
       out.saved = dp.SaveRanges();
       if (absl::Status s = dp.CopyForSave(&out.p, &out.m, &out.v); !s.ok()) {
@@ -187,7 +217,8 @@ std::vector<RankResult> TrainRanks(const BertConfig& config, const std::vector<f
 struct Case {
   int world;
   Sharding sharding;
-  int local;  // ranks per node (hybrid_shard)
+  int local;             // ranks per node (hybrid_shard)
+  bool buckets = false;  // no_shard: TestBucketCap's buckets instead of one per unit
 };
 
 class CudaDataParallelTest : public ::testing::TestWithParam<Case> {};
@@ -206,7 +237,18 @@ TEST_P(CudaDataParallelTest, MatchesOneCpuModelAndResumesInAWorldOfOne) {
 
   CpuReference cpu(config, initial);
   for (int step = 0; step < 3; ++step) cpu.Step(step, c.world);
-  const std::vector<RankResult> ranks = TrainRanks(config, initial, c.world, c.sharding, c.local);
+  const size_t cap = c.buckets ? TestBucketCap(layout) : 0;
+  const std::vector<RankResult> ranks =
+      TrainRanks(config, initial, c.world, c.sharding, c.local, cap);
+  // no_shard's gradient reductions: one all-reduce per bucket per step, nothing else on the
+  // world communicator is an all-reduce (the step's sums are an all-gather).
+  int buckets = 0;
+  if (c.sharding == Sharding::kNoShard) {
+    auto b = GradBuckets::Make(UnitShards::Make(layout, 0, 1).units, cap);
+    ASSERT_TRUE(b.ok()) << b.status();
+    buckets = static_cast<int>(b->buckets.size());
+    ASSERT_EQ(buckets, c.buckets ? 2 : 4);
+  }
 
   // Every rank: the same global figures as the CPU, the same weights.
   for (int r = 0; r < c.world; ++r) {
@@ -220,6 +262,7 @@ TEST_P(CudaDataParallelTest, MatchesOneCpuModelAndResumesInAWorldOfOne) {
     }
     ExpectWeightsMatch(layout, cpu.params, got.params, kLr, 3);
     EXPECT_EQ(got.params, ranks[0].params) << "rank " << r << " differs from rank 0";
+    if (c.sharding == Sharding::kNoShard) EXPECT_EQ(got.all_reduces, 3 * buckets) << "rank " << r;
     // The step's collectives were timed on the stream, within the GPU time of the steps.
     EXPECT_GT(got.device.comm_seconds_total, 0.0) << "rank " << r;
     EXPECT_LE(got.device.comm_seconds_total, got.device.busy_seconds_total) << "rank " << r;
@@ -287,10 +330,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{2, Sharding::kNoShard, 2}, Case{2, Sharding::kShardGradOp, 2},
                       Case{2, Sharding::kFullShard, 2}, Case{2, Sharding::kHybridShard, 1},
                       Case{4, Sharding::kNoShard, 4}, Case{4, Sharding::kShardGradOp, 4},
-                      Case{4, Sharding::kFullShard, 4}, Case{4, Sharding::kHybridShard, 2}),
+                      Case{4, Sharding::kFullShard, 4}, Case{4, Sharding::kHybridShard, 2},
+                      Case{2, Sharding::kNoShard, 2, true}, Case{4, Sharding::kNoShard, 4, true}),
     [](const ::testing::TestParamInfo<Case>& info) {
       return absl::StrCat("world", info.param.world, "_",
-                          std::string(ShardingName(info.param.sharding)));
+                          std::string(ShardingName(info.param.sharding)),
+                          info.param.buckets ? "_buckets" : "");
     });
 
 }  // namespace

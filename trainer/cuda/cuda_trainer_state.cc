@@ -24,8 +24,9 @@ absl::StatusOr<std::unique_ptr<CudaTrainerState>> CudaTrainerState::Create(
   RM_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&s->stream_));
   RM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->step_begin_));
   RM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&s->step_end_));
-  RM_ASSIGN_OR_RETURN(s->dp_, CudaDataParallel::Create(layout, options.sharding, comms, params,
-                                                       s->stream_, options.compression));
+  RM_ASSIGN_OR_RETURN(s->dp_,
+                      CudaDataParallel::Create(layout, options.sharding, comms, params, s->stream_,
+                                               options.compression, options.bucket_cap_bytes));
   RM_ASSIGN_OR_RETURN(s->gemm_, Gemm::Create(options.tf32));
   RM_ASSIGN_OR_RETURN(s->model_,
                       CudaBertModel::Create(config, layout, s->gemm_.get(), s->stream_,

@@ -34,6 +34,8 @@ struct CudaTrainerOptions {
   Sharding sharding = Sharding::kNoShard;
   // How the gradient reductions between ranks are compressed (cuda_data_parallel.h).
   CudaCompression compression;
+  // no_shard: bytes of gradients per all-reduce bucket (trainer/dist/grad_buckets.h); 0 = a unit.
+  size_t bucket_cap_bytes = 0;
   bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores (sm_80+)
   // GEMM operand precision (autocast.h). fp16 scales the loss dynamically (loss_scaler.h).
   GemmPrecision precision = GemmPrecision::kFp32;

@@ -93,6 +93,13 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
   const UnitShards partition = UnitShards::Make(layout, dp->group_rank_, dp->group_size_);
   dp->units_ = partition.units;
   dp->local_total_ = partition.local_total;
+  if (options.sharding == Sharding::kNoShard) {
+    RM_ASSIGN_OR_RETURN(dp->buckets_, GradBuckets::Make(dp->units_, options.bucket_cap_bytes));
+  } else if (options.bucket_cap_bytes > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("distributed.bucket_cap_mb applies to sharding no_shard only (got ",
+                     std::string(ShardingName(options.sharding)), ")"));
+  }
   const size_t g = static_cast<size_t>(dp->group_size_);
   const size_t U = dp->units_.size();
   dp->gathered_.resize(U);
@@ -223,12 +230,15 @@ float* DataParallel::AcquireGrads(int unit) {
 }
 
 void DataParallel::GradsDone(int unit) {
-  const Unit& u = units_[unit];
   switch (options_.sharding) {
     case Sharding::kNoShard: {
       if (!last_micro_ || PowerSgdNow()) return;  // PowerSGD runs in FinishStep
-      float* data = full_grads_.data() + u.begin;
-      reduce_work_[unit] = queue_.Submit([this, data, n = u.numel, unit] {
+      // The bucket this unit completes (backward has done every higher unit already), keyed by
+      // its launching unit: residuals and skip probes follow the bucket's range.
+      const GradBucket* b = buckets_.LaunchedBy(unit);
+      if (b == nullptr) return;
+      float* data = full_grads_.data() + b->begin;
+      reduce_work_[unit] = queue_.Submit([this, data, n = b->numel, unit] {
         return CompressedAllReduce(comms_.world, data, n, unit);
       });
       return;

@@ -6,7 +6,9 @@
 // Strategies (the job spec's `distributed.sharding`):
 //   no_shard       DDP: full parameters, gradients and optimizer state on every rank; after the
 //                  last micro-batch of a step each unit's gradients are all-reduced as soon as
-//                  backward has finished with them, overlapping the rest of backward.
+//                  backward has finished with them, overlapping the rest of backward. With
+//                  `bucket_cap_bytes` consecutive units are reduced together, one all-reduce per
+//                  bucket once backward has finished its last unit (grad_buckets.h).
 //   shard_grad_op  ZeRO-2: full parameters; each unit's gradients are reduce-scattered to their
 //                  owner; AdamW state and the update exist only for the local shard; the updated
 //                  shards are all-gathered back into the full parameters.
@@ -46,6 +48,7 @@
 #include "trainer/comm/comm_queue.h"
 #include "trainer/comm/communicator.h"
 #include "trainer/dist/compression.h"
+#include "trainer/dist/grad_buckets.h"
 #include "trainer/dist/unit_shards.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
@@ -71,6 +74,8 @@ struct DataParallelOptions {
   // blocks that are zero on every rank (lossless; see TwoStageAllReduce), for every codec. An
   // uncompressed all-reduce found dense uses the backend's all-reduce. Every rank must agree.
   bool skip_zero_blocks = true;
+  // no_shard: bytes of gradients per all-reduce bucket (grad_buckets.h); 0 = one per unit.
+  size_t bucket_cap_bytes = 0;
   AdamWOptions adam;
   uint64_t seed = 0;  // PowerSGD's initial Q
 };
@@ -183,8 +188,9 @@ class DataParallel : public UnitAccess<float> {
   // shard_grads_ (accumulating), with the configured codec.
   absl::Status ReduceScatterUnit(int unit, const float* padded);
   // Sum-all-reduce of data[0..n) over `comm` with the configured codec; residuals and
-  // zero-block skipping state by key (-1 = hybrid_shard's cross-node all-reduce, 0..U-1 = units,
-  // U.. = PowerSGD's all-reduces). Counts raw and wire bytes.
+  // zero-block skipping state by key (-1 = hybrid_shard's cross-node all-reduce, 0..U-1 =
+  // no_shard's buckets by their launching (lowest) unit, U.. = PowerSGD's all-reduces). Counts
+  // raw and wire bytes.
   absl::Status CompressedAllReduce(Communicator* comm, float* data, size_t n, int key);
   // The same with `codec`, counting wire bytes only.
   absl::Status ReplicatedAllReduce(Communicator* comm, WireCodec codec, float* data, size_t n,
@@ -200,6 +206,7 @@ class DataParallel : public UnitAccess<float> {
   int group_rank_ = 0, group_size_ = 1;
   std::vector<Unit> units_;
   size_t local_total_ = 0;
+  GradBuckets buckets_;  // no_shard's all-reduces
 
   // Persistent state.
   std::vector<float> full_params_, full_grads_;    // no_shard, shard_grad_op

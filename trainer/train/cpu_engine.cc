@@ -85,6 +85,7 @@ absl::StatusOr<CpuEngineOptions> CpuEngineOptionsForJob(const JobSpec& job) {
                           job.train.weight_decay};
   dpo.seed = job.train.seed;
   dpo.skip_zero_blocks = job.distributed.skip_zero_blocks;
+  dpo.bucket_cap_bytes = BucketCapBytes(job.distributed.bucket_cap_mb);
   o.powersgd_start_step = job.distributed.powersgd_start_step;
   o.gradient_checkpointing = job.train.gradient_checkpointing;
   return o;
