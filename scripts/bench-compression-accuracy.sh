@@ -5,15 +5,22 @@
 # over 8000 sentences. 14-18 minutes on 2 cores. CI runs the short form (width 64, 64000
 # sentences seen once: the same 2000 steps), see the test's header for both forms' figures.
 #
-#   scripts/bench-compression-accuracy.sh [--build DIR]   (default build/; the trainer is built
-#                                                          there first, configured if need be)
+#   scripts/bench-compression-accuracy.sh [--build DIR] [--device cpu|cuda] [--form long|short]
+#     --build   default build/; the trainer is built there first, configured if need be
+#     --device  cuda: the CUDA engine's ranks (NCCL, the GPU codecs); in the emulator build (no
+#               GPU) one short-form run takes ~10 minutes and a long-form one ~35 on 2 cores
+#     --form    default long (the demo job); short is CI's form
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$ROOT/build"
+device=cpu
+form=long
 while (($#)); do
   case $1 in
     --build) build=$(realpath -m "$2"); shift 2 ;;
-    *) echo "usage: $0 [--build DIR]" >&2; exit 2 ;;
+    --device) device=$2; shift 2 ;;
+    --form) form=$2; shift 2 ;;
+    *) echo "usage: $0 [--build DIR] [--device cpu|cuda] [--form long|short]" >&2; exit 2 ;;
   esac
 done
 if [[ ! -f $build/build.ninja ]]; then
@@ -22,4 +29,4 @@ fi
 ninja -C "$build" ringmaster-trainer
 TRAINER="$build/trainer/ringmaster-trainer"
 [[ -x $TRAINER ]] || { echo "$TRAINER not built" >&2; exit 1; }
-TRAINER=$TRAINER RINGMASTER_COMPRESSION_ACCURACY=long exec bash "$ROOT/tests/dist_compression_accuracy.sh"
+TRAINER=$TRAINER RINGMASTER_COMPRESSION_ACCURACY=$form RINGMASTER_COMPRESSION_DEVICE=$device exec bash "$ROOT/tests/dist_compression_accuracy.sh"

@@ -45,6 +45,15 @@ case ${RINGMASTER_COMPRESSION_ACCURACY:-short} in
   *) echo "RINGMASTER_COMPRESSION_ACCURACY is short or long, not '$RINGMASTER_COMPRESSION_ACCURACY'"
     exit 2 ;;
 esac
+# RINGMASTER_COMPRESSION_DEVICE=cuda (scripts/bench-compression-accuracy.sh --device cuda): the
+# same runs on the CUDA engine, NCCL between the ranks and the codecs as GPU kernels (under the
+# emulator where there is no GPU: far slower, not for CI).
+case ${RINGMASTER_COMPRESSION_DEVICE:-cpu} in
+  cpu) ;;
+  cuda) edits+=(-e "s|^train:$|train:\n  device: cuda|"); want+=("device: cuda") ;;
+  *) echo "RINGMASTER_COMPRESSION_DEVICE is cpu or cuda, not '$RINGMASTER_COMPRESSION_DEVICE'"
+    exit 2 ;;
+esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
