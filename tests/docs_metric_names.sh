@@ -7,7 +7,9 @@
 # families are the quoted "ringmaster_…" names in the non-test sources of agent/, coordinator/
 # and common/ (the three places /metrics pages are built), less the label ringmaster_job. The
 # other docs (and README.md) may name build targets too (architecture.md): there a name must be
-# a registered family or a word of some CMakeLists.txt; `ringmaster_cuda_*` patterns are skipped.
+# a registered family, a word of some CMakeLists.txt, or a key the trainer writes into a file
+# (a quoted "ringmaster_…" in trainer/'s non-test sources: final/tokenizer_config.json's
+# ringmaster_tokenizer_compat); `ringmaster_cuda_*` patterns are skipped.
 # tests/metrics_prometheus_cluster.sh checks the live pages against the dashboard.
 set -euo pipefail
 src=${RINGMASTER_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -45,13 +47,15 @@ while read -r name; do
 done <<<"$documented"
 targets=$(find "$src" -name CMakeLists.txt -not -path "$src/build*" -exec cat {} + |
   grep -oE 'ringmaster_[a-z0-9_]+' | sort -u)
+file_keys=$(grep -rhoE --include='*.cc' --include='*.h' --exclude='*_test.cc' \
+  '"ringmaster_[a-z0-9_]+"' "$src/trainer" | tr -d '"' | sort -u)
 for f in "$src"/docs/*.md "$src/README.md"; do
   [[ $f == "$doc" ]] && continue
   # Names, and patterns ending in * or _ and file names (ringmaster_data.json) (skipped).
   for name in $(grep -oE 'ringmaster_[a-z0-9_]*(\*|\.[a-z]+)?' "$f" | sort -u); do
     [[ $name == *'*' || $name == *_ || $name == *.* || $name =~ $labels ]] && continue
-    registered "$name" || grep -qxF "$name" <<<"$targets" ||
-      { echo "FAIL: ${f#"$src"/} names $name, neither a registered metric nor a build target"; fail=1; }
+    registered "$name" || grep -qxF "$name" <<<"$targets" || grep -qxF "$name" <<<"$file_keys" ||
+      { echo "FAIL: ${f#"$src"/} names $name, neither a registered metric, a build target nor a file key"; fail=1; }
   done
 done
 while read -r name; do
