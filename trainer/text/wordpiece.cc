@@ -89,23 +89,15 @@ std::vector<std::string> SplitVocabLines(std::string_view data) {
 // normalises independently.
 void FastNfd(const std::u32string& in, std::u32string* out) {
   Scratch& s = ThreadScratch();
-  if (in.find(kFastUndecomposed) == std::u32string::npos) {
-    s.word_utf8.clear();
-    for (char32_t cp : in) AppendUtf8(cp, &s.word_utf8);
-    NormalizeNfd(s.word_utf8, &s.norm, out);
-    return;
-  }
   out->clear();
   std::u32string part;
-  size_t start = 0;
-  while (start <= in.size()) {
-    size_t end = in.find(kFastUndecomposed, start);
-    if (end == std::u32string::npos) end = in.size();
+  for (size_t start = 0;;) {
+    size_t end = std::min(in.find(kFastUndecomposed, start), in.size());
     s.word_utf8.clear();
     for (size_t i = start; i < end; ++i) AppendUtf8(in[i], &s.word_utf8);
     NormalizeNfd(s.word_utf8, &s.norm, &part);
     out->append(part);
-    if (end == in.size()) break;
+    if (end == in.size()) return;
     out->push_back(kFastUndecomposed);
     start = end + 1;
   }
