@@ -15,7 +15,7 @@
 #include "trainer/cuda/bert_cuda_model.h"
 #include "trainer/cuda/device_array.h"
 #include "trainer/cuda/gemm.h"
-#include "trainer/cuda/gpu_test_util.h"
+#include "trainer/cuda/gpu_model_test_fixture.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/model/cpu_ops.h"
@@ -95,21 +95,7 @@ void ExpectTensorsClose(const ParamLayout& layout, const std::vector<float>& ref
   }
 }
 
-class CudaBertTest : public ::testing::TestWithParam<float> {
- protected:
-  void SetUp() override {
-    if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
-    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
-    auto g = Gemm::Create();
-    ASSERT_TRUE(g.ok()) << g.status();
-    gemm_ = std::move(*g);
-  }
-  void TearDown() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-  cudaStream_t stream_ = nullptr;
-  std::unique_ptr<Gemm> gemm_;
-};
+using CudaBertTest = GpuModelTest<::testing::TestWithParam<float>>;
 
 TEST_P(CudaBertTest, ForwardBackwardMatchCpuModel) {
   const BertConfig config = SmallConfig(GetParam());

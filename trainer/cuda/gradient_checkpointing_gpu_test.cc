@@ -21,8 +21,8 @@
 #include "trainer/cuda/cuda_trainer_state.h"
 #include "trainer/cuda/device_array.h"
 #include "trainer/cuda/gemm.h"
+#include "trainer/cuda/gpu_model_test_fixture.h"
 #include "trainer/cuda/gpu_test_batch.h"
-#include "trainer/cuda/gpu_test_util.h"
 #include "trainer/model/bert_params.h"
 
 namespace ringmaster::trainer::cuda {
@@ -72,19 +72,8 @@ std::string FirstDifferingTensor(const ParamLayout& layout, const std::vector<fl
   return "";
 }
 
-class GradientCheckpointingGpu : public ::testing::Test {
+class GradientCheckpointingGpu : public GpuModelTest<> {
  protected:
-  void SetUp() override {
-    if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
-    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
-    auto g = Gemm::Create();
-    ASSERT_TRUE(g.ok()) << g.status();
-    gemm_ = std::move(*g);
-  }
-  void TearDown() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-
   struct Outcome {
     std::vector<float> losses, logits, grads;
     size_t arena = 0, arena_predicted = 0;
@@ -120,9 +109,6 @@ class GradientCheckpointingGpu : public ::testing::Test {
     r.arena = (*model)->arena_bytes();
     return r;
   }
-
-  cudaStream_t stream_ = nullptr;
-  std::unique_ptr<Gemm> gemm_;
 };
 
 TEST_F(GradientCheckpointingGpu, ModelSameBitsSmallerArena) {
