@@ -130,11 +130,7 @@ class FakeEngine : public StepEngine {
     *out = {w_};
     return absl::OkStatus();
   }
-  EngineFigures figures() const override {
-    EngineFigures f{12, 0, CommTotals{}};
-    f.device = device;
-    return f;
-  }
+  EngineFigures figures() const override { return EngineFigures{12, 0, CommTotals{}, device}; }
   std::optional<DeviceFigures> device;  // what figures() reports as a GPU engine's
 
   float w() const { return w_; }
