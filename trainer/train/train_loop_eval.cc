@@ -1,7 +1,7 @@
 // The training loop's evaluation: EvaluateAll (split over the ranks), when train.eval_strategy
 // evaluates, ranking evaluations for the best model and early stopping (best_model.h), loading
 // the best model at the end, and the figures' metrics.jsonl keys and log text. Part of
-// TrainLoop (train_loop.h); train_loop.cc holds the rest.
+// TrainLoop (train_loop.h); the other train_loop*.cc files hold the rest.
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
