@@ -60,7 +60,8 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
   if (dp->world_size_ > 1) {
     RM_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&dp->comm_stream_, cudaStreamNonBlocking));
     RM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&dp->to_comm_, cudaEventDisableTiming));
-    RM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&dp->to_compute_, cudaEventDisableTiming));
+    // A timing event: the last join's wait is checked to end after it (last_join_lag_seconds).
+    RM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&dp->to_compute_));
   }
   dp->codec_ = dp->world_size_ == 1 ? WireCodec::kNone : compression.codec;
   dp->compression_ = compression;
@@ -241,7 +242,9 @@ CudaDataParallel::CommPhase::~CommPhase() { dp_->cur_ = dp_->stream_; }
 absl::Status CudaDataParallel::Join() {
   if (joined_ == phases_) return absl::OkStatus();
   RM_CUDA_RETURN_IF_ERROR(cudaEventRecord(to_compute_, comm_stream_));
+  join_wait_.reset();
   RM_RETURN_IF_ERROR(exposed_.TimedWait(stream_, to_compute_));
+  join_wait_ = exposed_.size() - 1;
   joined_ = phases_;
   return absl::OkStatus();
 }

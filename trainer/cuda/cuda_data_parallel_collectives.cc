@@ -50,6 +50,15 @@ absl::Status CudaDataParallel::CollectCommTime() {
     if (comm_on_compute_[i]) exposed_seconds += comm[i];
   }
   comm_on_compute_.clear();
+  // Before Collect, which hands the events on to the next intervals.
+  last_join_lag_seconds_.reset();
+  if (join_wait_.has_value()) {
+    float ms = 0;
+    RM_CUDA_RETURN_IF_ERROR(
+        cudaEventElapsedTime(&ms, to_compute_, exposed_.end_event(*join_wait_)));
+    last_join_lag_seconds_ = ms * 1e-3;
+    join_wait_.reset();
+  }
   RM_ASSIGN_OR_RETURN(const std::vector<double> exposed, exposed_.Collect());
   for (double s : exposed) exposed_seconds += s;
   last_comm_seconds_ = seconds;
