@@ -56,6 +56,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -163,6 +164,13 @@ class CudaDataParallel : public UnitAccess<float> {
   // world of one.
   double last_exposed_comm_seconds() const { return last_exposed_seconds_; }
   double exposed_comm_seconds_total() const { return exposed_seconds_total_; }
+  // A check of that measurement (tests read it): for the last join before the last Reduce read
+  // the figures (Reduce's own), the time from the event the compute stream waited for (recorded
+  // on the communication stream) to the end of the timed wait. Never negative when the wait is
+  // timed (the stall ends after what it waits for); under the emulator's lazy streams that event
+  // is recorded only when the wait runs the communication stream, so a wait's end recorded before
+  // the wait makes it negative. None when no join was read (a world of one).
+  std::optional<double> last_join_lag_seconds() const { return last_join_lag_seconds_; }
 
   size_t persistent_bytes() const { return persistent_bytes_; }
   size_t pooled_bytes() const;  // gathered units, unit gradients, scratch: allocated so far
@@ -270,6 +278,8 @@ class CudaDataParallel : public UnitAccess<float> {
   GpuIntervals comm_time_;             // around each timed collective, on its stream
   std::vector<bool> comm_on_compute_;  // per comm_time_ interval: it ran on the compute stream
   GpuIntervals exposed_;               // on the compute stream, counted whole as exposed
+  std::optional<size_t> join_wait_;    // exposed_'s interval of the last join's wait, if any
+  std::optional<double> last_join_lag_seconds_;
   double last_comm_seconds_ = 0, comm_seconds_total_ = 0;
   double last_exposed_seconds_ = 0, exposed_seconds_total_ = 0;
   bool training_ = false, last_micro_ = true, backward_ = false;

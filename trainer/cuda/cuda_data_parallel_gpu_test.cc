@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -97,7 +98,8 @@ struct CpuReference {
 struct RankResult {
   std::string error;
   std::vector<double> loss, norm, flags;
-  std::vector<float> params;  // gathered after the last step
+  std::vector<std::optional<double>> join_lag;  // per step: last_join_lag_seconds()
+  std::vector<float> params;                    // gathered after the last step
   ShardRanges saved;
   std::vector<float> p, m, v;  // what it would write to a checkpoint
   DeviceFigures device;        // GPU time, of which in collectives
@@ -197,6 +199,7 @@ std::vector<RankResult> TrainRanks(const BertConfig& config, const std::vector<f
         out.loss.push_back(o->loss);
         out.norm.push_back(o->grad_norm);
         out.flags.push_back(o->flag_sum);
+        out.join_lag.push_back((*state)->data_parallel().last_join_lag_seconds());
       }
       absl::StatusOr<std::vector<float>> params = (*state)->DownloadParams();
       if (!params.ok()) return fail(params.status().ToString());
@@ -273,6 +276,16 @@ TEST_P(CudaDataParallelTest, MatchesOneCpuModelAndResumesInAWorldOfOne) {
     EXPECT_LE(got.device.exposed_comm_seconds_total, got.device.busy_seconds_total) << "rank " << r;
     EXPECT_GT(got.device.exposed_comm_seconds, 0.0) << "rank " << r << ": the last step's";
     EXPECT_LE(got.device.exposed_comm_seconds, got.device.exposed_comm_seconds_total);
+    // Those two alone stay above 0 with the waits timed wrong; the waits themselves: each step's
+    // join at Reduce (the compute stream's timed wait for the communication stream) ended no
+    // earlier than the event it waited for. Under lazy streams (the _lazy test) that event is
+    // recorded only when the wait runs the communication stream, so a wait's second event
+    // recorded before the wait (a stall of ~0) ends before it, by the host time that took.
+    for (int step = 0; step < 3; ++step) {
+      ASSERT_TRUE(got.join_lag[step].has_value()) << "rank " << r << " step " << step;
+      EXPECT_GE(*got.join_lag[step], 0.0)
+          << "rank " << r << " step " << step << ": the timed wait ended before what it awaited";
+    }
   }
 
   // The checkpoint: the ranks' saved ranges tile the layout exactly once, with the gathered
@@ -320,6 +333,8 @@ TEST_P(CudaDataParallelTest, MatchesOneCpuModelAndResumesInAWorldOfOne) {
   EXPECT_EQ((*single)->figures().comm_seconds_total, 0.0) << "a world of one communicates";
   EXPECT_EQ((*single)->figures().exposed_comm_seconds_total, 0.0)
       << "a world of one waits for communication";
+  EXPECT_FALSE((*single)->data_parallel().last_join_lag_seconds().has_value())
+      << "a world of one joins a communication stream";
   absl::StatusOr<std::vector<float>> after = (*single)->DownloadParams();
   ASSERT_TRUE(after.ok());
   ExpectWeightsMatch(layout, cpu.params, *after, kLr, 4);
