@@ -265,7 +265,9 @@ TEST_P(CudaDataParallelTest, MatchesOneCpuModelAndResumesInAWorldOfOne) {
     }
     ExpectWeightsMatch(layout, cpu.params, got.params, kLr, 3);
     EXPECT_EQ(got.params, ranks[0].params) << "rank " << r << " differs from rank 0";
-    if (c.sharding == Sharding::kNoShard) EXPECT_EQ(got.all_reduces, 3 * buckets) << "rank " << r;
+    if (c.sharding == Sharding::kNoShard) {
+      EXPECT_EQ(got.all_reduces, 3 * buckets) << "rank " << r;
+    }
     // The step's collectives were timed on the stream, within the GPU time of the steps.
     EXPECT_GT(got.device.comm_seconds_total, 0.0) << "rank " << r;
     EXPECT_LE(got.device.comm_seconds_total, got.device.busy_seconds_total) << "rank " << r;
