@@ -133,6 +133,22 @@ def render(r):
         out.append(f"| compute-sanitizer | {san.get('status')} |")
     if rf:
         out.append(f"| fine-tune dev accuracy | {rf.get('dev_accuracy')} ({rf.get('status')}) |")
+    # The gradient-compression kernels of the multi-GPU path (issue #19), from bench_kernels.
+    kern = st.get("kernels", {})
+    comp = [k for k in kern.get("kernels", [])
+            if k.get("kernel", "").startswith(("wire_", "powersgd_"))]
+    out.append("")
+    out.append(f"Gradient-compression kernels (bench_kernels, {kern.get('status', 'not run')}; "
+               f"copy ceiling {num(kern.get('ceilings', {}).get('copy_gbs'), '.0f')} GB/s):")
+    out.append("")
+    out.append("| kernel | shape | valid | us/call | GB/s | of copy ceiling |")
+    out.append("|---|---|---|---|---|---|")
+    for k in comp:
+        out.append(f"| {k['kernel']} | {k.get('shape')} | {'yes' if k.get('valid') else 'NO'} | "
+                   f"{num(k.get('us_per_call'), '.1f')} | {num(k.get('rate'), '.1f')} | "
+                   f"{num(k.get('fraction_of_ceiling'), '.2f')} |")
+    if not comp:
+        out.append("| (none recorded) | | | | | |")
     return "\n".join(out) + "\n"
 
 

@@ -1,9 +1,9 @@
 // bench_kernels: every kernel of trainer/cuda/kernels.h and the Linear GEMM (fp32, and bf16
-// through Autocast) at BERT-base training shapes (B=32, S=128, H=768, NH=12, I=3072; --small:
-// tiny shapes). Each kernel is first checked against its CPU reference on the same input (a
-// failure marks its row and makes the exit code 1), then timed with CUDA events. Rates are set
-// against ceilings measured in the same run: a large device-to-device copy (bandwidth) and a
-// large GEMM of the same precision (compute).
+// through Autocast), and the gradient-compression kernels (bench_codecs.cc) at BERT-base training
+// shapes (B=32, S=128, H=768, NH=12, I=3072; --small: tiny shapes). Each kernel is first checked
+// against its CPU reference on the same input (a failure marks its row and makes the exit code 1),
+// then timed with CUDA events. Rates are set against ceilings measured in the same run: a large
+// device-to-device copy (bandwidth) and a large GEMM of the same precision (compute).
 //
 //   bench_kernels [--small] [--validate-only] [--json PATH] [--target-ms MS]
 //
@@ -25,6 +25,7 @@
 
 #include "jobspec/bert_config.h"
 #include "trainer/cuda/autocast.h"
+#include "trainer/cuda/bench_kernels_ctx.h"
 #include "trainer/cuda/bench_kernels_util.h"
 #include "trainer/cuda/gemm.h"
 #include "trainer/cuda/gpu_test_util.h"
@@ -42,31 +43,6 @@ constexpr bool kEmulated = true;
 #else
 constexpr bool kEmulated = false;
 #endif
-
-struct Ctx {
-  int B = 32, S = 128, H = 768, NH = 12, I = 3072, C = 2, T = 2;
-  BertConfig model;  // AdamW and the gradient norm run over its parameter count
-  bool timed = true;
-  double target_ms = 50;
-  cudaStream_t stream = nullptr;
-  std::vector<Row> rows;
-  size_t N() const { return static_cast<size_t>(B) * S; }
-};
-
-using Launch = std::function<void(cudaStream_t)>;
-
-// Times `launch` (unless validate-only) and records the row.
-void Record(Ctx& c, Row row, const Launch& launch) {
-  if (c.timed) row.ms = TimeMs(launch, c.stream, c.target_ms);
-  c.rows.push_back(std::move(row));
-}
-
-// "(a,b,...)" for the shape column.
-std::string Dims(std::initializer_list<int64_t> v) {
-  std::string s;
-  for (int64_t x : v) s += absl::StrFormat("%s%d", s.empty() ? "(" : ",", x);
-  return s + ")";
-}
 
 void BenchGelu(Ctx& c) {
   const size_t n = c.N() * c.I;
@@ -517,6 +493,8 @@ int Main(int argc, char** argv) {
   BenchGradNorm(c);
   BenchCasts(c);
   BenchLinear(c, gemm->get());
+  BenchCodecs(c);
+  BenchPowerSgd(c);
   BENCH_CHECK(cudaStreamSynchronize(c.stream));
   PrintTable(c.rows, ceil, c.timed);
   if (!json_path.empty()) {
