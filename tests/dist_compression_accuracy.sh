@@ -24,6 +24,13 @@
 #    PowerSGD's start step does, which the long form can: starting after the LR warmup only gave
 #    0.974 / 0.968 here (+0.3 pt) against the long form's -1.4 pt. Rank 4 loses less on width-64
 #    matrices, so tune PowerSGD with the long form.
+#    On the CUDA engine (RINGMASTER_COMPRESSION_DEVICE=cuda: NCCL between the ranks, the codecs
+#    and PowerSGD as GPU kernels), under the emulator, measured 2026-12-02 with
+#    `scripts/bench-compression-accuracy.sh --device cuda --form short --runs "none none43 int8
+#    int8_allreduce powersgd powersgd43" --jobs 6` (64 minutes, 6 runs at once on 2 cores):
+#    none 0.9637 / 0.9705, int8 0.9732 (full_shard) and 0.9655 (no_shard), PowerSGD 0.9570 /
+#    0.9637 (mean -0.67 pt); int8 under full_shard sent the CPU ranks' 158,682,000 bytes, PowerSGD
+#    237,200,000 of fp32's 1,249,808,000. fp16 and bf16 were not run on it.
 #  - long (RINGMASTER_COMPRESSION_ACCURACY=long, scripts/bench-compression-accuracy.sh): the demo
 #    job itself, width 128 (517k parameters), 8 epochs over 8000 sentences, evaluated after each.
 #    14-18 minutes on 2 cores. Measured 2026-11-30: none 0.959 / 0.947, fp16 0.962, bf16 0.959,
