@@ -5,17 +5,18 @@
 # build-sanitize/) unless RINGMASTER_SKIP_SANITIZE=1.
 #
 # Time budget of CI (.ci/run) from a fresh clone on the 2-core CI machine: 90 minutes at most,
-# aim under 40. Measured 2026-12-02 (fresh clone, quiet machine, 2626 s = 43.8 min in all):
-#   setup (apt packages, .venv) + Release build into build/      ~13 min
-#   ctest -j2: 191 tests, 1329 s (992 s of it the serial/slow ones, each alone; the largest,
-#     tests/dist_compression_accuracy.sh, 392 s) while the sanitizer tree builds in the
-#     background (below)                                           ~22 min
-#   the rest of the sanitizer build after the tests                ~2.5 min
-#   unit tests under ASan+UBSan 54 s, emulated CUDA tests 206 s    ~4.5 min
-#   fuzzing                                                        1.5 min
-# Changed after that run: cuda_data_parallel_gpu_test_lazy no longer runs under ASan (~2 min of
-# it at -j2) and fuzzing takes 60 s (was 90). Before the background build (stop 24's CI): 2866 s,
-# the two builds 27 of its 48 minutes. Per-test times: build/Testing/Temporary/CTestCostData.txt.
+# aim under 40. Measured 2026-12-02 (fresh clone, quiet machine, 2213 s = 36.9 min in all):
+#   setup (apt packages, .venv) + Release build into build/ (585 s; the tests' own sources at
+#     -O1, cmake/test_optimization.cmake)                           ~11 min
+#   ctest -j2: 191 tests, 1288 s (the largest, tests/dist_compression_accuracy.sh, 381 s; the
+#     serial/slow ones run alone) while the sanitizer tree builds in the background (below; its
+#     tests' sources at -O0), finished 1235 s after it started, before the tests   ~21.5 min
+#   unit tests under ASan+UBSan 67 s, emulated CUDA tests 154 s    ~3.7 min
+#   fuzzing                                                        ~1 min
+# CI is CPU-bound: the background build takes the CPU the tests leave idle, so only less CPU
+# work shortens it. Earlier: 2626 s (rehearsal) and 2473 s (stop 25's CI) before the test
+# sources' lower optimization; 2866 s before the background build. Per-test times:
+# build/Testing/Temporary/CTestCostData.txt.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
