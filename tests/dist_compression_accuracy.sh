@@ -80,7 +80,7 @@ below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b - 0.01) }'; }  # a more 
 mean() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", (a + b) / 2 }'; }
 # RINGMASTER_COMPRESSION_RUNS (scripts/bench-compression-accuracy.sh --runs): a subset of the
 # runs by name, for the slow CUDA engine; the uncompressed seed-42 run must be in it, and the
-# four PowerSGD-check runs all or none. RINGMASTER_COMPRESSION_JOBS (--jobs): how many runs at
+# PowerSGD check's other three (none43, powersgd, powersgd43) all or none. RINGMASTER_COMPRESSION_JOBS (--jobs): how many runs at
 # once (default 1, as in CI, where the test runs alone on the machine).
 specs=("none no_shard none 42" "none43 no_shard none 43" "fp16 full_shard fp16 42"
   "bf16 full_shard bf16 42" "int8 full_shard int8 42" "int8_allreduce no_shard int8 42"
