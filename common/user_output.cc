@@ -113,6 +113,9 @@ absl::Status WriteToSocket(const std::string& path, std::string_view data) {
 absl::Status WriteUserOutput(const std::string& path_arg, std::string_view data,
                              const std::string& root) {
   if (path_arg == "-") return WriteDescriptor(STDOUT_FILENO, data, "standard output");
+  if (path_arg.empty()) {
+    return absl::InvalidArgumentError("the output path is empty ('-' is standard output)");
+  }
   // /dev/stdout and the like, or a link to one: that descriptor itself (following the link to
   // /proc/self/fd/1 and renaming over its target would replace the file stdout was sent to).
   if (int fd = DescriptorNamed(path_arg); fd >= 0) return WriteDescriptor(fd, data, path_arg);
@@ -125,11 +128,9 @@ absl::Status WriteUserOutput(const std::string& path_arg, std::string_view data,
       }
     }
   }
-  if (path_arg.empty()) {
-    return absl::InvalidArgumentError("the output path is empty ('-' is standard output)");
-  }
-  // With a root: lexically absolute (a `..` stays, for OpenBeneath to refuse).
-  const std::string path = root.empty() ? path_arg : fs::absolute(path_arg).string();
+  // With an absolute root: lexically absolute (a `..` stays, for OpenBeneath to refuse).
+  const std::string path =
+      root.empty() || root[0] != '/' ? path_arg : fs::absolute(path_arg).string();
   std::string target = path;  // the file an atomic write replaces: a link's target, if one
   struct stat st {};
   bool exists = true;

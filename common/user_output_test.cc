@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -73,11 +74,14 @@ class FifoReader {
 };
 
 TEST_F(UserOutputTest, DashIsStandardOutput) {
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir_);  // where a file named '-' would appear
   testing::internal::CaptureStdout();
   absl::Status s = WriteUserOutput("-", "to stdout\n");
   EXPECT_EQ(testing::internal::GetCapturedStdout(), "to stdout\n");
   EXPECT_TRUE(s.ok()) << s;
-  EXPECT_FALSE(fs::exists("-"));
+  EXPECT_FALSE(fs::exists(dir_ / "-"));
+  fs::current_path(cwd);
 }
 
 // /dev/fd/N (and /dev/stdout, /proc/self/fd/N), or a link to one: the open descriptor, written
@@ -141,7 +145,9 @@ TEST_F(UserOutputTest, CharacterDeviceStaysADevice) {
 
 TEST_F(UserOutputTest, SocketIsConnectedTo) {
   const std::string sock = Path("sock");
-  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: the connection is already queued when WriteUserOutput returns, and if it never
+  // connected the accept fails at once instead of waiting.
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   ASSERT_GE(listener, 0);
   struct sockaddr_un addr {};
   addr.sun_family = AF_UNIX;
@@ -155,7 +161,7 @@ TEST_F(UserOutputTest, SocketIsConnectedTo) {
   EXPECT_EQ(TypeOf(sock), S_IFSOCK);
   if (s.ok()) {
     const int conn = ::accept(listener, nullptr, nullptr);
-    ASSERT_GE(conn, 0);
+    ASSERT_GE(conn, 0) << "no connection: " << std::strerror(errno);
     std::string got;
     char buf[256];
     for (ssize_t n; (n = ::read(conn, buf, sizeof buf)) > 0;) got.append(buf, n);

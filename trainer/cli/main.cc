@@ -97,8 +97,8 @@ void DefineFlags(ringmaster::FlagSet& f) {
   f.Value("--input", "FILE.tsv", nullptr, "required", "sentences, TSV with a header line",
           {"predict"});
   f.Value("--output", "FILE|-", nullptr, "- (stdout)",
-          "where the predictions go: '-' is stdout; a FIFO or device (e.g. /dev/null) is\n"
-          "written in place; a file is replaced atomically (a new file renamed over it)",
+          "where the predictions go ('-': stdout). A FIFO or a device such as\n"
+          "/dev/null is written in place; a file is replaced atomically (renamed over)",
           {"predict"});
   f.Value("--max-len", "N", nullptr, "the length the model was trained with",
           "tokens per row, [CLS] and [SEP] included (>= 2); the default is\n"
