@@ -24,6 +24,30 @@ absl::Status ErrnoError(std::string_view what, std::string_view path) {
   return absl::InternalError(msg);
 }
 
+const char* FileTypeName(unsigned int st_mode) {
+  const mode_t m = static_cast<mode_t>(st_mode);
+  return S_ISREG(m)    ? "a regular file"
+         : S_ISDIR(m)  ? "a directory"
+         : S_ISLNK(m)  ? "a symbolic link"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+absl::Status CheckReplaceableByRename(int dirfd, const std::string& name, const std::string& path) {
+  struct stat st {};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return ErrnoError("cannot stat", path);
+  }
+  if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      path, ": is ", FileTypeName(st.st_mode),
+      "; a new file is not renamed over it (that would replace it with a regular file)"));
+}
+
 absl::StatusOr<int> OpenRegularFile(const std::string& path) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever, before
   // fstat could say what the file is. O_NOCTTY: a terminal given as input stays no one's tty.
@@ -40,13 +64,8 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path) {
     if (S_ISDIR(st.st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, expected a file"));
     }
-    const char* kind = S_ISFIFO(st.st_mode)   ? "a FIFO"
-                       : S_ISCHR(st.st_mode)  ? "a character device"
-                       : S_ISBLK(st.st_mode)  ? "a block device"
-                       : S_ISSOCK(st.st_mode) ? "a socket"
-                                              : "not a regular file";
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": is ", kind, ", expected a regular file"));
+        absl::StrCat(path, ": is ", FileTypeName(st.st_mode), ", expected a regular file"));
   }
   // Reads of a regular file never block anyway; clear the flag so nothing downstream sees EAGAIN.
   const int flags = ::fcntl(fd, F_GETFL);
@@ -118,6 +137,7 @@ absl::Status MakeDirs(const std::string& dir) {
 }
 
 absl::Status WriteFileAtomic(const std::string& path, std::string_view data) {
+  RM_RETURN_IF_ERROR(CheckReplaceableByRename(AT_FDCWD, path, path));
   std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("cannot create", tmp);

@@ -197,6 +197,10 @@ absl::Status WriteFileAtomicBeneath(const std::string& root, const std::string& 
   }
   absl::StatusOr<int> dir = OpenBeneath(root, p.parent_path().string(), O_RDONLY | O_DIRECTORY);
   if (!dir.ok()) return dir.status();
+  if (absl::Status s = CheckReplaceableByRename(*dir, name, path); !s.ok()) {
+    ::close(*dir);
+    return s;
+  }
   const std::string tmp = absl::StrCat(name, ".tmp.", ::getpid());
   const int fd =
       ::openat(*dir, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);

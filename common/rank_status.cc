@@ -14,6 +14,7 @@
 
 #include "absl/base/casts.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 
 namespace ringmaster::trainer {
 
@@ -168,6 +169,10 @@ double RankFigures::comm_seconds_total() const {
 absl::StatusOr<std::unique_ptr<RankStatus>> RankStatus::CreateFile(const std::string& path) {
   // Built under a temporary name and renamed into place: a reader never sees a short or
   // uninitialised block.
+  // Never renamed over a device or FIFO (issue #33): the status file is the agent's to name.
+  if (absl::Status s = CheckReplaceableByRename(AT_FDCWD, path, path); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("rank status file ", s.message()));
+  }
   const std::string tmp = absl::StrCat(path, ".tmp");
   const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {

@@ -23,6 +23,7 @@
 #include "common/metrics_server.h"
 #include "common/rank_status.h"
 #include "common/status_macros.h"
+#include "common/user_output.h"
 #include "jobspec/default_job.h"
 #include "jobspec/job_spec.h"
 #include "jobspec/model_source.h"
@@ -95,7 +96,10 @@ void DefineFlags(ringmaster::FlagSet& f) {
           {"predict"});
   f.Value("--input", "FILE.tsv", nullptr, "required", "sentences, TSV with a header line",
           {"predict"});
-  f.Value("--output", "FILE", nullptr, "stdout", "where the predictions go", {"predict"});
+  f.Value("--output", "FILE|-", nullptr, "- (stdout)",
+          "where the predictions go ('-': stdout). A FIFO or a device such as\n"
+          "/dev/null is written in place; a file is replaced atomically (renamed over)",
+          {"predict"});
   f.Value("--max-len", "N", nullptr, "the length the model was trained with",
           "tokens per row, [CLS] and [SEP] included (>= 2); the default is\n"
           "tokenizer_config.json's model_max_length (128 when it has none)",
@@ -433,6 +437,12 @@ absl::StatusOr<std::optional<rt::TokenizerCompat>> CompatFlag(const Args& a) {
   return *v;
 }
 
+// RINGMASTER_ALLOWED_ROOT (set by an agent with --allowed-root), or empty.
+std::string AllowedRoot() {
+  const char* root = std::getenv("RINGMASTER_ALLOWED_ROOT");
+  return root != nullptr ? root : "";
+}
+
 absl::Status Predict(const Args& a) {
   if (!a.values.count("--model") || !a.values.count("--input")) {
     return absl::InvalidArgumentError("predict needs --model DIR and --input FILE");
@@ -445,10 +455,10 @@ absl::Status Predict(const Args& a) {
   RM_ASSIGN_OR_RETURN(int max_len, IntFlag(a, "--max-len", trained_len, 2));
   max_len = std::min(max_len, m.config.max_position_embeddings);
   RM_ASSIGN_OR_RETURN(std::string out, rt::PredictFile(m, a.values.at("--input"), max_len));
+  // '-' (the default) is stdout; a device or FIFO is written in place, a file replaced
+  // atomically (issue #33); under an agent's --allowed-root no link is followed.
   auto o = a.values.find("--output");
-  if (o != a.values.end()) return ringmaster::WriteFileAtomic(o->second, out);
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  return absl::OkStatus();
+  return ringmaster::WriteUserOutput(o != a.values.end() ? o->second : "-", out, AllowedRoot());
 }
 
 absl::Status Tokenize(const Args& a) {
@@ -478,6 +488,11 @@ absl::Status Tokenize(const Args& a) {
 
 absl::Status GenData(const Args& a) {
   if (!a.values.count("--out")) return absl::InvalidArgumentError("gen-data needs --out DIR");
+  if (a.values.at("--out") == "-") {
+    return absl::InvalidArgumentError(
+        "gen-data --out -: gen-data writes three files (train.tsv, dev.tsv, vocab.txt) into a "
+        "directory; standard output cannot hold them");
+  }
   RM_ASSIGN_OR_RETURN(int n_train, IntFlag(a, "--train", 8000, 1));
   RM_ASSIGN_OR_RETURN(int n_dev, IntFlag(a, "--dev", 1000, 1));
   RM_ASSIGN_OR_RETURN(int seed, IntFlag(a, "--seed", 42, 0));

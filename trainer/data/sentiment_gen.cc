@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "common/user_output.h"
 #include "trainer/data/sentiment_lexicon.h"
 
 namespace ringmaster::trainer {
@@ -705,9 +706,10 @@ absl::Status WriteSentimentDataset(const std::string& dir, uint64_t seed, int nu
   RM_RETURN_IF_ERROR(MakeDirs(dir));
   RM_ASSIGN_OR_RETURN(std::string train, ToTsv(d.train_sentences, d.train_labels));
   RM_ASSIGN_OR_RETURN(std::string dev, ToTsv(d.dev_sentences, d.dev_labels));
-  RM_RETURN_IF_ERROR(WriteFileAtomic(dir + "/train.tsv", train));
-  RM_RETURN_IF_ERROR(WriteFileAtomic(dir + "/dev.tsv", dev));
-  RM_RETURN_IF_ERROR(WriteFileAtomic(dir + "/vocab.txt", BuildVocab(d)));
+  // The user names the directory: a FIFO or device placed there is written in place (#33).
+  RM_RETURN_IF_ERROR(WriteUserOutput(dir + "/train.tsv", train));
+  RM_RETURN_IF_ERROR(WriteUserOutput(dir + "/dev.tsv", dev));
+  RM_RETURN_IF_ERROR(WriteUserOutput(dir + "/vocab.txt", BuildVocab(d)));
   return absl::OkStatus();
 }
 

@@ -486,6 +486,7 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorT
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
   const uint64_t header_len = header_text.size();
 
+  RM_RETURN_IF_ERROR(CheckReplaceableByRename(AT_FDCWD, path, path));
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   // O_NOFOLLOW: a link planted under the temporary name is not written through (issue #20).
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
