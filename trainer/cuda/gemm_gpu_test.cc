@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "trainer/cuda/autocast.h"
@@ -312,6 +313,25 @@ TEST_F(GemmRefusalTest, ClassifierWithEveryCandidateRefusedUsesThePlainKernel) {
     ASSERT_NO_FATAL_FAILURE(CheckLinearForward(g->get(), 8, 40, 3, 0));
     EXPECT_EQ(cuda_emu::blas::GetLtCounters().runs[0], 1);
   }
+}
+
+// CUDA_EMU_CUBLASLT_REFUSE's syntax (the environment's way to the same refusals).
+TEST(CublasLtRefusals, ParseTheEnvironmentSyntax) {
+  cuda_emu::blas::LtRefusals r;
+  std::string error;
+  ASSERT_TRUE(cuda_emu::blas::ParseLtRefusals("first,m=2,aligned", &r, &error)) << error;
+  EXPECT_EQ(r.refuse_algos, 1u);
+  EXPECT_EQ(r.only_m, 2);
+  EXPECT_EQ(r.only_n, -1);
+  EXPECT_TRUE(r.enforce_alignment);
+  EXPECT_FALSE(r.none_found);
+  ASSERT_TRUE(cuda_emu::blas::ParseLtRefusals("all,none-found,k=40", &r, &error)) << error;
+  EXPECT_EQ(r.refuse_algos, (1u << cuda_emu::blas::kLtCandidates) - 1);
+  EXPECT_TRUE(r.none_found);
+  EXPECT_EQ(r.only_k, 40);
+  EXPECT_FALSE(cuda_emu::blas::ParseLtRefusals("first,bogus", &r, &error));
+  EXPECT_NE(error.find("bogus"), std::string::npos) << error;
+  EXPECT_FALSE(cuda_emu::blas::ParseLtRefusals("m=two", &r, &error));
 }
 #endif  // CUDA_EMU
 
