@@ -30,6 +30,7 @@
 #include "trainer/cuda/cuda_trainer_state.h"
 #include "trainer/cuda/gpu_test_batch.h"
 #include "trainer/cuda/gpu_test_compare.h"
+#include "trainer/cuda/gpu_test_tolerance.h"
 #include "trainer/cuda/gpu_test_util.h"
 #include "trainer/dist/grad_buckets.h"
 #include "trainer/model/bert_model.h"
@@ -40,7 +41,12 @@ namespace {
 
 constexpr double kLr = 2e-5;
 constexpr double kMaxGradNorm = 0.1;  // low enough that clipping acts
-constexpr int kMicro = 2;             // micro-batches per rank and step, 2 rows each
+// Relative tolerances of the global loss and gradient norm: the emulator's (exact GEMMs; the
+// ranks' sums are in double, rank order) and a real GPU's (cuBLAS's summation order, derived in
+// gpu_test_tolerance.h); the weights: ExpectWeightsMatch.
+constexpr double kLossTol = GpuTolerance(1e-5, kGpuLogitTolerance);
+constexpr double kNormTol = GpuTolerance(1e-4, kGpuGradScaleTolerance);
+constexpr int kMicro = 2;  // micro-batches per rank and step, 2 rows each
 constexpr int kRows = 2;
 
 int DeviceCount() {
@@ -258,8 +264,8 @@ TEST_P(CudaDataParallelTest, MatchesOneCpuModelAndResumesInAWorldOfOne) {
     const RankResult& got = ranks[r];
     ASSERT_TRUE(got.error.empty()) << got.error;
     for (int step = 0; step < 3; ++step) {
-      EXPECT_NEAR(got.loss[step], cpu.loss[step], 1e-5 * cpu.loss[step]) << "rank " << r;
-      EXPECT_NEAR(got.norm[step], cpu.norm[step], 1e-4 * cpu.norm[step]) << "rank " << r;
+      EXPECT_NEAR(got.loss[step], cpu.loss[step], kLossTol * cpu.loss[step]) << "rank " << r;
+      EXPECT_NEAR(got.norm[step], cpu.norm[step], kNormTol * cpu.norm[step]) << "rank " << r;
       EXPECT_EQ(got.flags[step], 1.0) << "rank " << r << " step " << step;
       EXPECT_GT(cpu.norm[step], kMaxGradNorm) << "the test should exercise clipping";
     }
@@ -308,13 +314,29 @@ TEST_P(CudaDataParallelTest, MatchesOneCpuModelAndResumesInAWorldOfOne) {
   }
   for (size_t i = 0; i < layout.total; ++i) ASSERT_EQ(written[i], 1) << "element " << i;
   EXPECT_EQ(p, ranks[0].params);
-  ExpectWeightsMatch(layout, cpu.adam->exp_avg(), m, kLr, 3);
+  if (kEmulatedGpu) {
+    ExpectWeightsMatch(layout, cpu.adam->exp_avg(), m, kLr, 3);
+  } else {
+    // On a GPU the first moments carry the gradients' summation-order error: within
+    // kGpuGradScaleTolerance of each tensor's moment scale (attention key biases, whose true
+    // gradient is zero, hold rounding noise: not compared).
+    for (const ParamSpec& s : layout.specs) {
+      if (s.name.find("attention.self.key.bias") != std::string::npos) continue;
+      double scale = 1e-30, worst = 0;
+      for (size_t i = s.offset; i < s.offset + s.numel; ++i) {
+        scale = std::max(scale, std::abs(static_cast<double>(cpu.adam->exp_avg()[i])));
+        worst = std::max(worst, std::abs(static_cast<double>(cpu.adam->exp_avg()[i]) - m[i]));
+      }
+      EXPECT_LE(worst, kGpuGradScaleTolerance * scale) << "first moments of " << s.name;
+    }
+  }
   double worst_v = 0, scale_v = 1e-30;
   for (size_t i = 0; i < layout.total; ++i) {
     scale_v = std::max(scale_v, static_cast<double>(cpu.adam->exp_avg_sq()[i]));
     worst_v = std::max(worst_v, std::abs(static_cast<double>(cpu.adam->exp_avg_sq()[i]) - v[i]));
   }
-  EXPECT_LE(worst_v, 1e-4 * scale_v) << "second moments";
+  // v sums squared gradients: twice their relative error on a GPU.
+  EXPECT_LE(worst_v, GpuTolerance(1e-4, 2 * kGpuGradScaleTolerance) * scale_v) << "second moments";
 
   // Resume that state in a world of one and take a fourth step with every rank's batches.
   auto single = CudaTrainerState::Create(config, layout, initial, CudaTrainerOptions{});
@@ -331,7 +353,7 @@ TEST_P(CudaDataParallelTest, MatchesOneCpuModelAndResumesInAWorldOfOne) {
   }
   absl::StatusOr<StepOutcome> o = (*single)->FinishStep(kLr, kMaxGradNorm);
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_NEAR(o->grad_norm, cpu.norm[3], 1e-4 * cpu.norm[3]);
+  EXPECT_NEAR(o->grad_norm, cpu.norm[3], kNormTol * cpu.norm[3]);
   EXPECT_EQ((*single)->figures().comm_seconds_total, 0.0) << "a world of one communicates";
   EXPECT_EQ((*single)->figures().exposed_comm_seconds_total, 0.0)
       << "a world of one waits for communication";

@@ -1,16 +1,22 @@
 #include "trainer/cuda/gemm.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "trainer/cuda/cuda_status.h"
+#include "trainer/cuda/gemm_fallback.h"
 
 namespace ringmaster::trainer::cuda {
 
 struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> algos;  // the heuristic's candidates, best first
+  size_t next = 0;                          // the candidate tried first: the one that last worked
+  bool plain = false;  // cuBLASLt offered none or refused them all: the plain fp32 kernel
   ~Plan() {
     if (c != nullptr) cublasLtMatrixLayoutDestroy(c);
     if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
@@ -43,6 +49,36 @@ std::string Describe(const GemmProblem& p) {
 
 // Row-major (rows, cols) stored with leading dimension ld needs ld >= cols.
 bool LdOk(int64_t ld, int64_t cols) { return ld >= (cols > 0 ? cols : 1); }
+
+// `s` with the problem appended, so an error deep in a step names the GEMM that failed.
+absl::Status WithShape(const absl::Status& s, const GemmProblem& p) {
+  return absl::Status(s.code(), absl::StrCat(s.message(), " in ", Describe(p)));
+}
+
+size_t ElementBytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
+
+// The largest power of two <= 16 dividing the address of every batch of an operand: what
+// cuBLASLt's vectorised loads care about (16 bytes is its widest), and the plan key's part that
+// makes a 4-byte-aligned view of a buffer get its own plan and algorithms.
+int Alignment(const void* ptr, int64_t batch_stride, cudaDataType_t type, int batch) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(ptr);
+  if (batch > 1) bits |= static_cast<uint64_t>(batch_stride) * ElementBytes(type);
+  int a = 1;
+  while (a < 16 && (bits & static_cast<uint64_t>(a)) == 0) a <<= 1;
+  return a;
+}
+
+// What the plain kernel (gemm_fallback.h) computes: fp32 C (and bias), A and B of one type.
+bool PlainSupports(int a_type, int b_type, int c_type) {
+  return c_type == CUDA_R_32F && a_type == b_type &&
+         (a_type == CUDA_R_32F || a_type == CUDA_R_16BF || a_type == CUDA_R_16F);
+}
+
+// cublasLtMatmul statuses that refuse the candidate, not the call: the next one may run.
+// INVALID_VALUE is not among them (it means bad pointers or shapes, which no algorithm fixes).
+bool CandidateRefused(cublasStatus_t st) {
+  return st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_ARCH_MISMATCH;
+}
 
 }  // namespace
 
@@ -98,22 +134,43 @@ absl::StatusOr<Gemm::Plan*> Gemm::PlanFor(const Key& k) {
   cublasLtMatmulPreference_t pref = nullptr;
   RM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = workspace_bytes_;
+  // cuBLASLt's A is our B and its B our A (the column-major view); C and D are our C. Without
+  // these, the heuristic assumes 256-byte-aligned operands and may pick an algorithm that
+  // refuses a 4-byte-aligned view (a hidden size not a multiple of 4 floats) at run time.
+  const uint32_t align[4] = {static_cast<uint32_t>(k.align_b), static_cast<uint32_t>(k.align_a),
+                             static_cast<uint32_t>(k.align_c), static_cast<uint32_t>(k.align_c)};
+  const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  cublasLtMatmulHeuristicResult_t result{};
+  for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i) {
+    st = cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i], sizeof(align[i]));
+  }
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
     st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c,
-                                        pref, 1, &result, &found);
+                                        pref, kCandidates, results, &found);
   }
   cublasLtMatmulPreferenceDestroy(pref);
-  RM_CUBLAS_RETURN_IF_ERROR(st);
-  if (found == 0) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "cuBLASLt has no algorithm for M=%d N=%d K=%d batch=%d (types A %d, B %d, C %d)", k.m, k.n,
-        k.k, k.batch, k.a_type, k.b_type, k.c_type));
+  // NOT_SUPPORTED here is cuBLASLt's "no algorithm": the plain kernel computes the product.
+  if (st != CUBLAS_STATUS_NOT_SUPPORTED) RM_CUBLAS_RETURN_IF_ERROR(st);
+  for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < found && i < kCandidates; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->algos.push_back(results[i].algo);
   }
-  plan->algo = result.algo;
+  if (plan->algos.empty()) {
+    const std::string what = absl::StrFormat(
+        "cuBLASLt has no algorithm for GEMM M=%d N=%d K=%d batch=%d (types A %d, B %d, C %d, "
+        "alignment A %d B %d C %d bytes)",
+        k.m, k.n, k.k, k.batch, k.a_type, k.b_type, k.c_type, k.align_a, k.align_b, k.align_c);
+    if (!PlainSupports(k.a_type, k.b_type, k.c_type)) {
+      return absl::UnimplementedError(absl::StrCat(
+          what, ", and the plain kernel needs fp32 C and A, B of one type (fp32, bf16, fp16)"));
+    }
+    plan->plain = true;
+    LogWarning(absl::StrCat(what, ": the plain fp32 kernel computes it"));
+  }
   Plan* raw = plan.get();
   plans_.emplace(k, std::move(plan));
   return raw;
@@ -142,19 +199,60 @@ absl::Status Gemm::Run(const GemmProblem& p, cudaStream_t stream) {
                 p.a.type,
                 p.b.type,
                 p.c_type,
-                p.bias != nullptr};
-  absl::StatusOr<Plan*> plan = PlanFor(key);
-  if (!plan.ok()) {
-    return absl::Status(plan.status().code(),
-                        absl::StrCat(plan.status().message(), " in ", Describe(p)));
-  }
+                p.bias != nullptr,
+                Alignment(p.a.ptr, p.a.batch_stride, p.a.type, p.batch),
+                Alignment(p.b.ptr, p.b.batch_stride, p.b.type, p.batch),
+                Alignment(p.c, p.c_batch_stride, p.c_type, p.batch)};
+  absl::StatusOr<Plan*> found = PlanFor(key);
+  if (!found.ok()) return WithShape(found.status(), p);
+  Plan* plan = *found;
+  if (plan->plain) return RunPlain(p, stream);
   if (p.bias != nullptr) {
-    RM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        (*plan)->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
+    const absl::Status s = [&]() -> absl::Status {
+      RM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
+      return absl::OkStatus();
+    }();
+    if (!s.ok()) return WithShape(s, p);
   }
-  RM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
-      handle_, (*plan)->desc, &p.alpha, p.b.ptr, (*plan)->a, p.a.ptr, (*plan)->b, &p.beta, p.c,
-      (*plan)->c, p.c, (*plan)->c, &(*plan)->algo, workspace_, workspace_bytes_, stream));
+  // The candidate that worked last time first; one refused at run time (an algorithm the
+  // heuristic offered but the call's pointers or this device cannot run) gives way to the next.
+  std::string refusals;
+  for (; plan->next < plan->algos.size(); ++plan->next) {
+    const cublasStatus_t st = cublasLtMatmul(
+        handle_, plan->desc, &p.alpha, p.b.ptr, plan->a, p.a.ptr, plan->b, &p.beta, p.c, plan->c,
+        p.c, plan->c, &plan->algos[plan->next], workspace_, workspace_bytes_, stream);
+    if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+    const absl::Status s = CublasStatus(st, "cublasLtMatmul", __FILE__, __LINE__);
+    if (!CandidateRefused(st)) return WithShape(s, p);
+    ++stats_.refused_candidates;
+    absl::StrAppend(&refusals, refusals.empty() ? "" : "; ", "candidate ", plan->next, ": ",
+                    cublasLtGetStatusString(st));
+  }
+  const std::string what = absl::StrCat("cuBLASLt refused all ", plan->algos.size(),
+                                        " candidates (", refusals, ") for ", Describe(p));
+  if (!PlainSupports(p.a.type, p.b.type, p.c_type)) {
+    plan->next = 0;  // the next call tries them again
+    return absl::UnimplementedError(absl::StrCat(
+        what, ", and the plain kernel needs fp32 C and A, B of one type (fp32, bf16, fp16)"));
+  }
+  plan->plain = true;
+  LogWarning(absl::StrCat(what, ": the plain fp32 kernel computes it"));
+  return RunPlain(p, stream);
+}
+
+absl::Status Gemm::RunPlain(const GemmProblem& p, cudaStream_t stream) {
+  PlainGemmArgs a;
+  a.M = p.M, a.N = p.N, a.K = p.K, a.batch = p.batch;
+  a.a = p.a.ptr, a.b = p.b.ptr, a.type = p.a.type;
+  a.ta = p.a.transpose, a.tb = p.b.transpose;
+  a.lda = p.a.ld, a.ldb = p.b.ld, a.sa = p.a.batch_stride, a.sb = p.b.batch_stride;
+  a.c = static_cast<float*>(p.c), a.ldc = p.ldc, a.sc = p.c_batch_stride;
+  a.alpha = p.alpha, a.beta = p.beta;
+  a.bias = static_cast<const float*>(p.bias);
+  const cudaError_t e = PlainGemm(a, stream);
+  if (e != cudaSuccess) return WithShape(CudaStatus(e, "PlainGemm", __FILE__, __LINE__), p);
+  ++stats_.plain_runs;
   return absl::OkStatus();
 }
 

@@ -12,6 +12,15 @@
 // (A and B of one type, C and the bias fp32, compute CUBLAS_COMPUTE_32F: what cuBLASLt runs on
 // tensor cores from sm_80 for bf16 and sm_70 for fp16). autocast.h makes the 16-bit copies.
 //
+// cuBLASLt can refuse a product at run time although its heuristic offered an algorithm (an
+// operand less aligned than the algorithm needs, a shape one kernel family cannot tile). So each
+// plan (one per shape, types, bias and operand alignment) keeps up to kCandidates heuristic
+// candidates and tries them in order, keeping the one that worked; the minimum-alignment
+// preferences carry the operands' actual alignment, so the heuristic offers algorithms that can
+// run on them. Where cuBLASLt has no algorithm or refuses every candidate, a plain fp32 kernel
+// (gemm_fallback.h) computes the product and its bias, with one warning line per plan: no GEMM
+// shape ends a job. Errors that remain name the call and the problem's dimensions.
+//
 // Epilogues used: none and BIAS. GELU is not fused (cuBLASLt's GELU epilogue is believed to be the
 // tanh approximation while BERT's `gelu` is exact erf: docs/cuda.md), and bias gradients are
 // reduced by BiasGradient (own deterministic kernel) rather than the BGRAD epilogues.
@@ -89,27 +98,39 @@ class Gemm {
 
   size_t workspace_bytes() const { return workspace_bytes_; }
 
+  // Heuristic candidates requested per plan.
+  static constexpr int kCandidates = 8;
+  struct Stats {
+    int64_t refused_candidates = 0;  // cublasLtMatmul calls refused, the next candidate tried
+    int64_t plain_runs = 0;          // products computed by the plain fp32 kernel
+  };
+  const Stats& stats() const { return stats_; }
+
  private:
   struct Key {
     int64_t m, n, k, lda, ldb, ldc, sa, sb, sc;
     int batch, ta, tb, a_type, b_type, c_type, has_bias;
+    int align_a, align_b, align_c;  // bytes: the largest power of two <= 16 dividing the pointers
     bool operator==(const Key&) const = default;
     template <typename H>
     friend H AbslHashValue(H h, const Key& k) {
       return H::combine(std::move(h), k.m, k.n, k.k, k.lda, k.ldb, k.ldc, k.sa, k.sb, k.sc, k.batch,
-                        k.ta, k.tb, k.a_type, k.b_type, k.c_type, k.has_bias);
+                        k.ta, k.tb, k.a_type, k.b_type, k.c_type, k.has_bias, k.align_a, k.align_b,
+                        k.align_c);
     }
   };
   struct Plan;  // descriptors + chosen algorithm for one Key
 
   Gemm() = default;
   absl::StatusOr<Plan*> PlanFor(const Key& key);
+  absl::Status RunPlain(const GemmProblem& p, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   bool tf32_ = false;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   absl::flat_hash_map<Key, std::unique_ptr<Plan>> plans_;
+  Stats stats_;
 };
 
 }  // namespace ringmaster::trainer::cuda

@@ -4,6 +4,9 @@
 // data of several sizes (n < 256, n not a multiple of 256), the edge values of each format,
 // sweeps over the float bit patterns, every fp16 code, and the zero-chunk mask. Skips (exit 77)
 // where no CUDA device exists.
+// Bit for bit on a real GPU too (gpu_test_tolerance.h): the kernels round with __fmul_rn /
+// __fadd_rn and explicit conversions, which nvcc never contracts or reorders, and the emulator
+// builds them with -ffp-contract=off to match; no math library call is involved.
 #include "trainer/cuda/wire_codec_gpu.h"
 
 #include <cuda_runtime.h>

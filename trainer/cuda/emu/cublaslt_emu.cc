@@ -1,6 +1,7 @@
 // The cuBLASLt stand-in: the real <cublasLt.h> declares these functions; this file defines the
 // subset a BERT trainer uses, on top of emu_gemm.h, and refuses every other attribute, type or
-// epilogue with CUBLAS_STATUS_NOT_SUPPORTED and a line on stderr saying what was asked.
+// epilogue with CUBLAS_STATUS_NOT_SUPPORTED and a line on stderr saying what was asked. Tests
+// can make it refuse chosen heuristic candidates or misaligned operands (cublaslt_emu_control.h).
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "trainer/cuda/emu/cublaslt_emu_control.h"
 #include "trainer/cuda/emu/emu_gemm.h"
 
 namespace {
@@ -40,7 +42,38 @@ struct Layout {
 
 struct Preference {
   uint64_t max_workspace = 0;
+  uint32_t min_alignment[4] = {256, 256, 256, 256};  // A, B, C, D; cuBLASLt's default is 256
 };
+
+// What the stand-in writes into cublasLtMatmulAlgo_t::data: a marker, the candidate's index and
+// the alignment (bytes) it needs of A, B, C and D.
+constexpr uint64_t kAlgoMarker = 0x656d75;  // "emu"
+struct AlgoInfo {
+  int index = 0;
+  uint64_t alignment[4] = {16, 16, 16, 16};
+};
+
+AlgoInfo DecodeAlgo(const cublasLtMatmulAlgo_t* algo) {
+  AlgoInfo info;
+  if (algo == nullptr || algo->data[0] != kAlgoMarker) return info;  // null: cuBLASLt's own pick
+  info.index = static_cast<int>(algo->data[1]);
+  for (int i = 0; i < 4; ++i) info.alignment[i] = algo->data[2 + i];
+  return info;
+}
+
+// The largest power of two <= 256 dividing the address of every batch of `o`.
+uint64_t Alignment(const cuda_emu::blas::Operand& o, int64_t batch) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(o.ptr);
+  if (batch > 1) bits |= static_cast<uint64_t>(o.stride) * cuda_emu::blas::ElementBytes(o.type);
+  uint64_t a = 1;
+  while (a < 256 && (bits & a) == 0) a <<= 1;
+  return a;
+}
+
+bool ShapeSelected(const cuda_emu::blas::LtRefusals& r, const cuda_emu::blas::GemmSpec& s) {
+  return (r.only_m < 0 || r.only_m == s.m) && (r.only_n < 0 || r.only_n == s.n) &&
+         (r.only_k < 0 || r.only_k == s.k);
+}
 
 cublasStatus_t Refuse(cublasStatus_t st, const std::string& what) {
   std::fprintf(stderr, "cuda_emu cuBLASLt stand-in: %s\n", what.c_str());
@@ -309,17 +342,29 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   if (pref == nullptr) {
     return Refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceSetAttribute: null");
   }
-  if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) {
-    return Refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulPreferenceSetAttribute: attribute " +
-                                                   std::to_string(attr) +
-                                                   " (only MAX_WORKSPACE_BYTES)");
+  auto* p = reinterpret_cast<Preference*>(pref);
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+      return Read("MAX_WORKSPACE_BYTES", buf, size, &p->max_workspace);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+      return Read("MIN_ALIGNMENT_A_BYTES", buf, size, &p->min_alignment[0]);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+      return Read("MIN_ALIGNMENT_B_BYTES", buf, size, &p->min_alignment[1]);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+      return Read("MIN_ALIGNMENT_C_BYTES", buf, size, &p->min_alignment[2]);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+      return Read("MIN_ALIGNMENT_D_BYTES", buf, size, &p->min_alignment[3]);
+    default:
+      return Refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                    "cublasLtMatmulPreferenceSetAttribute: attribute " + std::to_string(attr) +
+                        " (only MAX_WORKSPACE_BYTES and MIN_ALIGNMENT_{A,B,C,D}_BYTES)");
   }
-  return Read("MAX_WORKSPACE_BYTES", buf, size,
-              &reinterpret_cast<Preference*>(pref)->max_workspace);
 }
 
-// One algorithm for any configuration the stand-in can run (it needs no workspace); the same
-// checks as cublasLtMatmul minus the pointers, so an unsupported configuration fails here.
+// Up to kLtCandidates algorithms for any configuration the stand-in can run (they need no
+// workspace and compute alike); the same checks as cublasLtMatmul minus the pointers, so an
+// unsupported configuration fails here. Each needs every operand aligned to min(16, the
+// preference's minimum alignment), which cublasLtMatmul enforces when a test asks for it.
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t Adesc,
     cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
@@ -337,12 +382,30 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   std::string error;
   st = cuda_emu::blas::CheckGemm(spec, /*check_pointers=*/false, &error);
   if (st != CUBLAS_STATUS_SUCCESS) return Refuse(st, error);
-  std::memset(&results[0], 0, sizeof(results[0]));
-  results[0].algo.data[0] = 0x656d75;  // "emu": any non-zero marker.
-  results[0].workspaceSize = 0;
-  results[0].state = CUBLAS_STATUS_SUCCESS;
-  results[0].wavesCount = 1.0f;
-  *returned = 1;
+  const cuda_emu::blas::LtRefusals refusals = cuda_emu::blas::GetLtRefusals();
+  if (refusals.none_found && ShapeSelected(refusals, spec)) {
+    cuda_emu::blas::CountLt(-1, false, false, /*heuristic_none=*/true);
+    *returned = 0;  // As cuBLASLt: NOT_SUPPORTED and no result.
+    return Refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "cublasLtMatmulAlgoGetHeuristic: no algorithm (refused by the test for m=" +
+                      std::to_string(spec.m) + " n=" + std::to_string(spec.n) +
+                      " k=" + std::to_string(spec.k) + ")");
+  }
+  const auto& p = *reinterpret_cast<const Preference*>(pref);
+  const int n =
+      requested < cuda_emu::blas::kLtCandidates ? requested : cuda_emu::blas::kLtCandidates;
+  for (int i = 0; i < n; ++i) {
+    std::memset(&results[i], 0, sizeof(results[i]));
+    results[i].algo.data[0] = kAlgoMarker;
+    results[i].algo.data[1] = static_cast<uint64_t>(i);
+    for (int o = 0; o < 4; ++o) {
+      results[i].algo.data[2 + o] = p.min_alignment[o] < 16 ? p.min_alignment[o] : 16;
+    }
+    results[i].workspaceSize = 0;
+    results[i].state = CUBLAS_STATUS_SUCCESS;
+    results[i].wavesCount = 1.0f;
+  }
+  *returned = n;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -350,7 +413,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               const void* A, cublasLtMatrixLayout_t Adesc, const void* B,
                               cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C,
                               cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
-                              const cublasLtMatmulAlgo_t* /*algo*/, void* /*workspace*/,
+                              const cublasLtMatmulAlgo_t* algo, void* /*workspace*/,
                               size_t /*workspace_bytes*/, cudaStream_t stream) {
   if (handle == nullptr || alpha == nullptr || beta == nullptr) {
     return Refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: null handle, alpha or beta");
@@ -360,11 +423,36 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
       BuildSpec("cublasLtMatmul", desc, static_cast<const float*>(alpha), A, Adesc, B, Bdesc,
                 static_cast<const float*>(beta), C, Cdesc, D, Ddesc, &spec);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
+  const AlgoInfo info = DecodeAlgo(algo);
+  const cuda_emu::blas::LtRefusals refusals = cuda_emu::blas::GetLtRefusals();
+  if (info.index >= 0 && info.index < 32 && (refusals.refuse_algos >> info.index & 1u) != 0 &&
+      ShapeSelected(refusals, spec)) {
+    cuda_emu::blas::CountLt(info.index, /*refused_algo=*/true, false, false);
+    return Refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "cublasLtMatmul: candidate " + std::to_string(info.index) +
+                      " refused by the test for m=" + std::to_string(spec.m) +
+                      " n=" + std::to_string(spec.n) + " k=" + std::to_string(spec.k));
+  }
+  if (refusals.enforce_alignment) {
+    const cuda_emu::blas::Operand* ops[4] = {&spec.a, &spec.b, &spec.c, &spec.d};
+    for (int o = 0; o < 4; ++o) {
+      const uint64_t have = Alignment(*ops[o], spec.batch);
+      if (have < info.alignment[o]) {
+        cuda_emu::blas::CountLt(info.index, false, /*refused_alignment=*/true, false);
+        return Refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                      std::string("cublasLtMatmul: ") + ops[o]->name + " is " +
+                          std::to_string(have) + "-byte aligned, the algorithm needs " +
+                          std::to_string(info.alignment[o]) +
+                          " (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES)");
+      }
+    }
+  }
   // In stream order: everything queued before has run when the stream has drained.
   if (cudaStreamSynchronize(stream) != cudaSuccess) {
     return Refuse(CUBLAS_STATUS_EXECUTION_FAILED, "cublasLtMatmul: the stream reported an error");
   }
   std::string error;
   st = cuda_emu::blas::RunGemm(spec, &error);
+  if (st == CUBLAS_STATUS_SUCCESS) cuda_emu::blas::CountLt(info.index, false, false, false);
   return st == CUBLAS_STATUS_SUCCESS ? st : Refuse(st, error);
 }

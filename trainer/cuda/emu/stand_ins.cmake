@@ -13,6 +13,7 @@ target_link_libraries(cuda_emu_stand_in_common PUBLIC cuda_emu PRIVATE absl::str
 add_library(cuda_emu_cublas STATIC
   ${CUDA_EMU_STAND_INS_DIR}/emu_gemm.cc
   ${CUDA_EMU_STAND_INS_DIR}/cublaslt_emu.cc
+  ${CUDA_EMU_STAND_INS_DIR}/cublaslt_emu_control.cc
   ${CUDA_EMU_STAND_INS_DIR}/cublas_emu.cc)
 target_link_libraries(cuda_emu_cublas PUBLIC cuda_emu PRIVATE cuda_emu_stand_in_common
   absl::str_format)
