@@ -102,7 +102,8 @@ std::string WaitingForNodes(const v1::JobStatus& s) {
   // A job takes nodes only once its minimum can start: until then the Ready nodes it could have
   // are free_nodes, not joined (0 from an older coordinator, which joined them at once).
   const uint32_t ready = static_cast<uint32_t>(r.joined_node_ids_size()) + r.free_nodes();
-  const uint32_t more = ready < r.min_nodes() ? r.min_nodes() - ready : r.missing_for_min();
+  const uint32_t more = r.missing_for_min() > r.free_nodes() ? r.missing_for_min() - r.free_nodes()
+                                                             : r.missing_for_min();
   return absl::StrCat("waiting for ", more, " more node", more == 1 ? "" : "s", " (", ready, " of ",
                       r.min_nodes(), " Ready)");
 }
