@@ -4,8 +4,9 @@
 # (`nodes: 50` on one node) does not hold the node it can get: nodes are bound to a job only
 # once its minimum can start. A second job (nodes: 1) submitted after it runs on the node and
 # succeeds, and the first fails at its join timeout (--join-timeout 20s here) naming the
-# shortfall. Before: the node joined the first job and sat there for the whole join timeout
-# (300 s by default) while the second job waited.
+# shortfall. Before: the node joined the first job and sat there for its whole join timeout
+# (300 s by default), and the second job, waiting meanwhile, timed out too ("0 of 1..1 nodes
+# joined") without ever running.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/security/lib/security.sh
