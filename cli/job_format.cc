@@ -99,8 +99,12 @@ std::string WaitingForNodes(const v1::JobStatus& s) {
   if (s.phase() != v1::JOB_PHASE_RENDEZVOUS || !s.has_rendezvous()) return "";
   const v1::RendezvousStatus& r = s.rendezvous();
   if (r.missing_for_min() == 0) return "";
-  return absl::StrCat("waiting for ", r.missing_for_min(), " more node",
-                      r.missing_for_min() == 1 ? "" : "s", " (", r.joined_node_ids_size(), " of ",
+  // A job takes nodes only once its minimum can start: until then the Ready nodes it could have
+  // are free_nodes, not joined (0 from an older coordinator, which joined them at once).
+  const uint32_t ready = static_cast<uint32_t>(r.joined_node_ids_size()) + r.free_nodes();
+  const uint32_t more = r.missing_for_min() > r.free_nodes() ? r.missing_for_min() - r.free_nodes()
+                                                             : r.missing_for_min();
+  return absl::StrCat("waiting for ", more, " more node", more == 1 ? "" : "s", " (", ready, " of ",
                       r.min_nodes(), " Ready)");
 }
 

@@ -60,6 +60,13 @@ TEST(JobFormat, AJobShortOfNodesSaysHowManyMoreItWaitsFor) {
                         "2026-01-01T00:00:00Z (join timeout) unless they join\n"));
   r->set_missing_for_min(2);
   EXPECT_EQ(WaitingForNodes(s), "waiting for 2 more nodes (2 of 3 Ready)");
+  // A coordinator that binds nodes only once the minimum can start: none joined, 2 free.
+  r->clear_joined_node_ids();
+  r->set_missing_for_min(3);
+  r->set_free_nodes(2);
+  EXPECT_EQ(WaitingForNodes(s), "waiting for 1 more node (2 of 3 Ready)");
+  EXPECT_EQ(FormatProgressLine(s),
+            "Rendezvous  nodes 0/3  waiting for 1 more node (2 of 3 Ready)  restarts 0/0");
   r->set_missing_for_min(0);
   EXPECT_EQ(WaitingForNodes(s), "");
   s.set_phase(v1::JOB_PHASE_RUNNING);

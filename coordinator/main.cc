@@ -4,7 +4,8 @@
 //       [--lost-after 10s] [--last-call 5s] [--join-timeout 300s] [--master-port 29500]
 //       [--stall-after 10s] [--metrics-listen HOST:PORT] [--forget-lost-after 24h]
 //       (--tls-cert FILE --tls-key FILE [--tls-client-ca FILE] | --insecure-loopback)
-//       [--join-token-file FILE] [--submit-token-file FILE]
+//       [--join-token-file FILE] [--submit-token-file FILE] [--register-rate 5]
+//       [--max-streams-per-peer 64]
 //
 // TLS with --tls-cert/--tls-key; --tls-client-ca also requires and verifies client certificates
 // (mutual TLS). Plaintext only with --insecure-loopback and a loopback --listen. Tokens from the
@@ -64,6 +65,8 @@ struct Flags {
   bool insecure_loopback = false;
   std::string join_token_file;
   std::string submit_token_file;
+  double register_rate = 5;  // per peer host and second (burst 10x); 0: no limit
+  int max_streams_per_peer = 64;
 };
 
 bool ParseDurationFlag(std::string_view name, const char* value, absl::Duration* out) {
@@ -81,6 +84,7 @@ int ParseFlags(int argc, char** argv, Flags* f) {
                          "the control plane's server: jobs, nodes, rendezvous, plans");
   std::string lost_after = "10s", last_call = "5s", join_timeout = "300s", stall_after = "10s";
   std::string master_port = "29500", forget_lost_after = "24h";
+  std::string register_rate = "5", max_streams = "64";
   fs.Value("--listen", "HOST:PORT", &f->listen, "required", "the gRPC address to serve on");
   fs.Value("--db", "PATH", &f->db, "required",
            "the SQLite job database (created when absent; survives restarts)");
@@ -115,6 +119,12 @@ int ParseFlags(int argc, char** argv, Flags* f) {
   fs.Value("--submit-token-file", "FILE", &f->submit_token_file,
            "$RINGMASTER_SUBMIT_TOKEN, else none",
            "the token the CLI must present to submit/cancel");
+  fs.Value("--register-rate", "N", &register_rate, register_rate,
+           "Registers a second per client host (bursts of 10 N); more are refused with\n"
+           "RESOURCE_EXHAUSTED (0: no limit)");
+  fs.Value("--max-streams-per-peer", "N", &max_streams, max_streams,
+           "open WatchJob streams per client host, and Heartbeat streams still waiting for\n"
+           "their first message (10 s); more are refused with RESOURCE_EXHAUSTED (0: no limit)");
   fs.SetNotes(
       "Either --tls-cert and --tls-key, or --insecure-loopback. Stops on SIGINT / SIGTERM.");
   if (std::optional<int> exit_code = fs.ParseOrExit(argc, argv)) return *exit_code == 0 ? -1 : 2;
@@ -131,6 +141,10 @@ int ParseFlags(int argc, char** argv, Flags* f) {
       !ParseDurationFlag("--stall-after", stall_after.c_str(), &f->stall_after) ||
       !ParseDurationFlag("--forget-lost-after", forget_lost_after.c_str(), &f->forget_lost_after)) {
     return 2;
+  }
+  if (!absl::SimpleAtod(register_rate, &f->register_rate) || f->register_rate < 0 ||
+      !absl::SimpleAtoi(max_streams, &f->max_streams_per_peer) || f->max_streams_per_peer < 0) {
+    return usage_error("--register-rate and --max-streams-per-peer take a number >= 0");
   }
   if (!absl::SimpleAtoi(master_port, &f->master_port) || f->master_port <= 0 ||
       f->master_port >= 65536) {
@@ -219,6 +233,9 @@ int main(int argc, char** argv) {
                    submit_token->has_value() ? "required" : "off");
   rc::ServerSecurity security{*std::move(credentials),
                               sec::TokenPolicy(*std::move(join_token), *std::move(submit_token))};
+  security.limits.register_per_second = flags.register_rate;
+  security.limits.register_burst = 10 * flags.register_rate;
+  security.limits.streams_per_peer = flags.max_streams_per_peer;
 
   rc::RealClock clock;
   absl::StatusOr<std::unique_ptr<rc::JobDb>> db = rc::JobDb::Open(flags.db, clock);

@@ -21,6 +21,8 @@ std::string_view RefusalName(Refusal reason) {
       return "stream_in_use";
     case Refusal::kRegistration:
       return "registration";
+    case Refusal::kResourceLimit:
+      return "resource_limit";
   }
   return "unknown";
 }

@@ -21,18 +21,19 @@ namespace ringmaster::security {
 
 // Why a call was refused: a fixed set, so the metric's series stay bounded.
 enum class Refusal {
-  kMissingToken,  // no authorization metadata where a token is required
-  kWrongToken,    // a token that is not the one the call needs (or not "Bearer <token>")
-  kNodeSecret,    // a Heartbeat stream without its registration's node secret, or a wrong one
-  kStreamInUse,   // a second Heartbeat stream for a node that has one
-  kRegistration,  // a Register refused: a name held by a connected agent, a bad name or field
+  kMissingToken,   // no authorization metadata where a token is required
+  kWrongToken,     // a token that is not the one the call needs (or not "Bearer <token>")
+  kNodeSecret,     // a Heartbeat stream without its registration's node secret, or a wrong one
+  kStreamInUse,    // a second Heartbeat stream for a node that has one
+  kRegistration,   // a Register refused: a name held by a connected agent, a bad name or field
+  kResourceLimit,  // over a per-peer limit: Register rate, open streams (coordinator/service)
 };
 inline constexpr Refusal kRefusals[] = {Refusal::kMissingToken, Refusal::kWrongToken,
-                                        Refusal::kNodeSecret, Refusal::kStreamInUse,
-                                        Refusal::kRegistration};
+                                        Refusal::kNodeSecret,   Refusal::kStreamInUse,
+                                        Refusal::kRegistration, Refusal::kResourceLimit};
 
 // The metric label: "missing_token", "wrong_token", "node_secret", "stream_in_use",
-// "registration".
+// "registration", "resource_limit".
 std::string_view RefusalName(Refusal reason);
 
 // "ipv4:10.0.0.7" for gRPC's peer "ipv4:10.0.0.7:51234", "ipv6:[::1]" for "ipv6:[::1]:443";

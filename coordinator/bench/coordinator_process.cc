@@ -67,7 +67,8 @@ CoordinatorProcess::CoordinatorProcess(const std::string& binary, const std::str
     execl(binary.c_str(), binary.c_str(), "--listen", "127.0.0.1:0", "--db", db.c_str(),
           "--last-call", "1s", "--lost-after", "600s", "--join-timeout", "600s",
           "--insecure-loopback",  // plaintext, as the simulated agents speak, on 127.0.0.1 only
-          static_cast<char*>(nullptr));
+          // Thousands of simulated agents register from one host at once: no per-host limits.
+          "--register-rate", "0", "--max-streams-per-peer", "0", static_cast<char*>(nullptr));
     std::perror("exec ringmaster-coordinator");
     _exit(127);
   }

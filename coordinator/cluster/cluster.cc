@@ -2,6 +2,7 @@
 #include "coordinator/cluster/cluster.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "coordinator/cluster/api_version.h"
 #include "coordinator/cluster/node_secret.h"
 #include "coordinator/cluster/proto_convert.h"
+#include "coordinator/cluster/register_limits.h"
 #include "coordinator/plan/job_requirements.h"
 
 namespace ringmaster::coordinator {
@@ -170,7 +172,7 @@ absl::StatusOr<v1::SubmitJobResponse> Cluster::SubmitJob(const v1::SubmitJobRequ
       JobManager* job = FindJob(existing->id);
       if (job == nullptr) return absl::InternalError("job " + existing->id + " is not loaded");
       response.set_job_id(job->id());
-      *response.mutable_status() = job->Status();
+      *response.mutable_status() = StatusOf(*job);
       return response;
     }
     if (!absl::IsNotFound(existing.status())) return existing.status();
@@ -196,15 +198,23 @@ absl::StatusOr<v1::SubmitJobResponse> Cluster::SubmitJob(const v1::SubmitJobRequ
   jobs_.push_back(*std::move(m));
   Schedule();
   response.set_job_id(job->id());
-  *response.mutable_status() = job->Status();
+  *response.mutable_status() = StatusOf(*job);
   return response;
+}
+
+v1::JobStatus Cluster::StatusOf(JobManager& job) {
+  v1::JobStatus s = job.Status();
+  if (s.has_rendezvous() && s.rendezvous().missing_for_min() > 0) {
+    s.mutable_rendezvous()->set_free_nodes(static_cast<uint32_t>(free_nodes_));
+  }
+  return s;
 }
 
 absl::StatusOr<v1::JobStatus> Cluster::GetJob(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   JobManager* job = FindJob(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job ", job_id));
-  return job->Status();
+  return StatusOf(*job);
 }
 
 absl::StatusOr<v1::ListJobsResponse> Cluster::ListJobs(const v1::ListJobsRequest& request) {
@@ -215,18 +225,23 @@ absl::StatusOr<v1::ListJobsResponse> Cluster::ListJobs(const v1::ListJobsRequest
   const uint32_t page = request.page_size() == 0 ? kDefaultPageSize : request.page_size();
   absl::MutexLock lock(&mu_);
   v1::ListJobsResponse response;
-  size_t seen = 0;
+  constexpr size_t kMaxJobsPageBytes = size_t{2} << 20;
+  size_t seen = 0, bytes = 0;
   for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
-    v1::JobStatus s = (*it)->Status();
+    v1::JobStatus s = StatusOf(**it);
     if (!request.phases().empty() && std::find(request.phases().begin(), request.phases().end(),
                                                s.phase()) == request.phases().end()) {
       continue;
     }
     if (seen++ < offset) continue;
-    if (static_cast<uint32_t>(response.jobs_size()) == page) {
-      response.set_next_page_token(absl::StrCat(offset + page));
+    // Cut before the page would pass kMaxJobsPageBytes, like ListNodes: under the client's limit.
+    const size_t size = s.ByteSizeLong() + 8;
+    if (static_cast<uint32_t>(response.jobs_size()) == page ||
+        (response.jobs_size() > 0 && bytes + size > kMaxJobsPageBytes)) {
+      response.set_next_page_token(absl::StrCat(offset + response.jobs_size()));
       break;
     }
+    bytes += size;
     *response.add_jobs() = std::move(s);
   }
   return response;
@@ -300,13 +315,18 @@ absl::StatusOr<v1::ListNodesResponse> Cluster::ListNodes(const v1::ListNodesRequ
         std::tie(n->inventory.node_name(), n->node_id) <= std::tie(after->first, after->second)) {
       continue;
     }
-    if (static_cast<uint32_t>(response.nodes_size()) >= limit || bytes >= kMaxPageBytes) {
+    // The page is cut before a node that would take it over kMaxPageBytes (issue #31: cut only
+    // after it held 2 MiB, one page reached 6.3 MB), so it stays under the client's limit.
+    v1::NodeInfo info;
+    FillNodeInfo(*n, &info);
+    const size_t size = info.ByteSizeLong() + 8;  // + the field's tag and length
+    if (static_cast<uint32_t>(response.nodes_size()) >= limit ||
+        (last != nullptr && bytes + size > kMaxPageBytes)) {
       response.set_next_page_token(absl::StrCat(last->node_id, "/", last->inventory.node_name()));
       break;
     }
-    v1::NodeInfo* info = response.add_nodes();
-    FillNodeInfo(*n, info);
-    bytes += info->ByteSizeLong() + 8;  // + the field's tag and length
+    *response.add_nodes() = std::move(info);
+    bytes += size;
     last = n;
   }
   return response;
@@ -355,6 +375,7 @@ ClusterSnapshot Cluster::Snapshot(absl::Duration keep_ended) {
 
 absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest& request) {
   if (absl::Status st = CheckPeerVersion(request.agent_version(), "agent"); !st.ok()) return st;
+  if (absl::Status st = CheckRegisterLimits(request); !st.ok()) return st;
   const v1::NodeInventory& inv = request.inventory();
   if (inv.node_name().empty()) return absl::InvalidArgumentError("register: empty node_name");
   if (!ValidNodeName(inv.node_name())) {
@@ -429,7 +450,7 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   node->agent_version = request.agent_version();
   node->last_heartbeat_at = now;
   node->lost = false;
-  node->stale_stops.clear();
+  node->stopped_up_to.clear();
   node->secret_sha256 = NodeSecretDigest(*secret);
   ++node->registration;
   NodeRecord record;
@@ -480,12 +501,21 @@ void Cluster::DetachStream(const std::string& node_id, uint64_t epoch) {
 void Cluster::StopStaleRanks(Node& node, const v1::RankProgress& r, const JobManager& job) {
   if (!LiveRankState(r.state())) return;
   if (!job.terminal() && r.generation() >= job.generation()) return;
-  const std::string key = absl::StrCat(r.job_id(), "/", r.generation());
-  if (!node.stale_stops.insert(key).second) return;
+  // A StopRanks stops every generation up to its own (the agent's RankSupervisor::Stop), so one
+  // per node and job covers all stale reports at or below it: a report of generation G is sent
+  // one only when G is above what this node was already told. For an ended job that is every
+  // generation at once, so a flood of reports with made-up generation numbers queues one
+  // command, not one per number (issue #31: 1M reports queued 1M StopRanks, +350 MB).
+  const int64_t up_to = job.terminal() ? std::numeric_limits<int64_t>::max() : r.generation();
+  auto [it, inserted] = node.stopped_up_to.try_emplace(r.job_id(), up_to);
+  if (!inserted) {
+    if (it->second >= r.generation()) return;
+    it->second = up_to;
+  }
   v1::CoordinatorMessage msg;
   v1::StopRanks* stop = msg.mutable_stop_ranks();
   stop->set_job_id(r.job_id());
-  stop->set_generation(r.generation());
+  stop->set_generation(up_to);
   SetDuration(options_.job.stop_grace, stop->mutable_grace_period());
   stop->set_reason(job.terminal()
                        ? "the job has ended"
@@ -673,6 +703,12 @@ void Cluster::OfferFreeNodes() {
   });
   size_t next = 0;
   for (auto& job : jobs_) {
+    // A job takes nodes only once its minimum can start: one that needs more nodes than are free
+    // now takes none, so that it does not keep them from later jobs while it waits (issue #31: a
+    // `nodes: 50` job held a one-node cluster's node for its whole join timeout). It takes them
+    // when enough are free at once, or fails at its join timeout naming the shortfall.
+    const size_t missing = static_cast<size_t>(job->NodesMissingForMin());
+    if (missing > free.size() - next) continue;
     while (next < free.size() && job->AcceptingNodes()) {
       Node* n = free[next++];
       PlanNode pn;
@@ -681,6 +717,7 @@ void Cluster::OfferFreeNodes() {
       LogIfError(job->Join(pn, n->outbox), absl::StrCat("job ", job->id()));
     }
   }
+  free_nodes_ = free.size() - next;
 }
 
 void Cluster::Schedule() {
@@ -690,6 +727,7 @@ void Cluster::Schedule() {
     return !job->terminal() && job->AcceptingNodes();
   });
   if (gathering) OfferFreeNodes();
+  if (!gathering) free_nodes_ = 0;
   ++version_;
 }
 

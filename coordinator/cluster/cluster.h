@@ -1,7 +1,8 @@
 // The coordinator's state behind its two gRPC services: registered nodes (inventory, last
 // heartbeat, command outbox), one JobManager per job, and the scheduling that ties them: after
 // every event, free nodes are offered to jobs gathering nodes, oldest job first, nodes by name,
-// one job per node at a time.
+// one job per node at a time. A job is offered nodes only when enough are free for its minimum
+// (MIN of `nodes: MIN:MAX`); until then it holds none and later jobs may take them.
 //
 // Failure detection: a node whose agent sent nothing for lost_after is lost (Tick); the job that
 // holds it sees NodeLost. Its Heartbeat stream may come back later, which makes it ready again.
@@ -9,8 +10,10 @@
 // message then says whether the ranks survived: if it reports none of the current generation of
 // the job that holds the node, they are gone and that job sees NodeLost.
 // Ranks reported for a generation that is no longer current (or of a job that ended) are sent a
-// StopRanks, once per node, job and generation: that is how ranks that outlived a restart of
-// their job or of the coordinator are cleaned up.
+// StopRanks, which stops every generation up to its own: one per node and job unless a higher
+// stale generation is reported (an ended job's: one covering all), so stale reports cannot queue
+// commands without bound. That is how ranks that outlived a restart of their job or of the
+// coordinator are cleaned up.
 //
 // On a coordinator restart (Create with a database that has jobs), non-terminal jobs are
 // restored by JobManager::Restore and nodes are known by id but lost until their agent sends a
@@ -139,7 +142,9 @@ class Cluster {
     absl::Time last_heartbeat_at;
     bool lost = true;  // until its agent talks to this coordinator
     std::shared_ptr<AgentOutbox> outbox;
-    absl::flat_hash_set<std::string> stale_stops;  // "job/generation" already stopped here
+    // Per job: the generation up to which its ranks here were sent a StopRanks (see
+    // StopStaleRanks).
+    absl::flat_hash_map<std::string, int64_t> stopped_up_to;
     // Registered again while running a job's ranks: its next message must still report them.
     bool verify_ranks = false;
     std::string secret_sha256;         // digest of the current registration's secret
@@ -168,6 +173,8 @@ class Cluster {
   // Schedule's first part: free, live, connected nodes to jobs in rendezvous, oldest job first.
   void OfferFreeNodes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewNodeId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // job->Status() plus, while it waits for its minimum, the free nodes it could get (free_nodes_).
+  v1::JobStatus StatusOf(JobManager& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ClusterOptions options_;
   JobDb& db_;
@@ -182,6 +189,8 @@ class Cluster {
   absl::flat_hash_map<std::string, size_t> job_index_ ABSL_GUARDED_BY(mu_);
   uint64_t next_node_number_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  // Free, live, connected nodes no job took at the last OfferFreeNodes (jobs short of MIN).
+  size_t free_nodes_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   // GetLogs waiting for their agent's LogTail, by SendLogs command id.
   absl::flat_hash_map<uint64_t, std::optional<v1::LogTail>> pending_logs_ ABSL_GUARDED_BY(mu_);

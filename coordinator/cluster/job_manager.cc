@@ -132,6 +132,11 @@ bool JobManager::AcceptingNodes() {
   return rendezvous_->Poll().open_slots > 0;
 }
 
+int JobManager::NodesMissingForMin() {
+  if (!AcceptingNodes()) return 0;
+  return rendezvous_->Poll().missing_for_min;
+}
+
 std::vector<std::string> JobManager::nodes() const {
   std::vector<std::string> ids;
   ids.reserve(participants_.size());

@@ -88,6 +88,8 @@ class JobManager {
   bool terminal() const { return IsTerminal(state_.phase()); }
   // In Rendezvous with room for another node.
   bool AcceptingNodes();
+  // While accepting nodes: how many more it needs before its minimum can start (0 otherwise).
+  int NodesMissingForMin();
   // The nodes this job holds: joined to its rendezvous, or running its current generation.
   std::vector<std::string> nodes() const;
   // When Tick() next has something to do (a rendezvous deadline); nullopt: nothing pending.

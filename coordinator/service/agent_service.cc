@@ -1,9 +1,11 @@
 // AgentService: registration and the per-agent Heartbeat stream.
 #include "coordinator/service/agent_service.h"
 
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/log.h"
 #include "coordinator/service/grpc_status.h"
 
@@ -17,6 +19,7 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext* context,
       !auth.ok()) {
     return auth;
   }
+  if (grpc::Status rate = CheckRegisterRate(*context); !rate.ok()) return rate;
   absl::StatusOr<v1::RegisterResponse> r = cluster_.Register(*request);
   if (!r.ok()) {
     if (absl::IsPermissionDenied(r.status()) || absl::IsInvalidArgument(r.status())) {
@@ -41,8 +44,38 @@ grpc::Status AgentServiceImpl::Heartbeat(
       !auth.ok()) {
     return auth;
   }
+  // Until its first message, the stream is one of the peer's few "waiting" ones, and cancelled
+  // at the deadline: idle streams cannot pile up threads (issue #31: 1,500 held 3,018 threads).
+  std::optional<CallLimits::Slot> waiting;
+  uint64_t armed = 0;
+  if (limits_ != nullptr) {
+    waiting = limits_->AcquireStream(StreamKind::kHeartbeatFirstMessage, context->peer());
+    if (!waiting) {
+      const std::string peer = context->peer();
+      const std::string why = absl::StrCat(
+          "heartbeat streams: ", limits_->options().streams_per_peer,
+          " from this host are already waiting for their first message (--max-streams-per-peer)");
+      refusals_.Refuse(security::Refusal::kResourceLimit, peer,
+                       absl::StrCat("refused AgentService/Heartbeat from ", peer, ": ", why));
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why);
+    }
+    armed = first_message_.Arm(context, absl::Now() + limits_->options().first_message_deadline);
+  }
   v1::AgentMessage message;
-  if (!stream->Read(&message)) return grpc::Status::OK;
+  const bool first = stream->Read(&message);
+  if (limits_ != nullptr) {
+    first_message_.Disarm(armed);
+    waiting.reset();
+  }
+  if (!first) {
+    if (limits_ != nullptr && context->IsCancelled()) {
+      return grpc::Status(
+          grpc::StatusCode::CANCELLED,
+          absl::StrCat("no first message within ",
+                       absl::FormatDuration(limits_->options().first_message_deadline)));
+    }
+    return grpc::Status::OK;
+  }
   const std::string node_id = message.node_id();
   auto attached = cluster_.AttachStream(node_id, message.node_secret());
   if (!attached.ok()) {
@@ -85,6 +118,18 @@ grpc::Status AgentServiceImpl::Heartbeat(
   writer.join();
   LogInfo(absl::StrCat("node ", node_id, ": heartbeat stream closed"));
   return result;
+}
+
+grpc::Status AgentServiceImpl::CheckRegisterRate(grpc::ServerContext& context) {
+  if (limits_ == nullptr || limits_->AllowRegister(context.peer())) return grpc::Status::OK;
+  const std::string peer = context.peer();
+  const std::string why =
+      absl::StrCat("register: more than ", limits_->options().register_per_second,
+                   " registrations a second (burst ", limits_->options().register_burst,
+                   ") from this host (--register-rate); retry later");
+  refusals_.Refuse(security::Refusal::kResourceLimit, peer,
+                   absl::StrCat("refused AgentService/Register from ", peer, ": ", why));
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why);
 }
 
 }  // namespace ringmaster::coordinator

@@ -3,9 +3,13 @@
 // while a second thread writes CoordinatorMessages from the node's AgentOutbox (woken by its
 // condition). The stream ends when the agent closes it, the call is cancelled, or the server
 // shuts down; a newer stream of the same node takes the outbox over.
+// With CallLimits (call_limits.h): Register is rate-limited per peer host, a peer may have only so
+// many Heartbeat streams waiting for their first message, and one that sends none within the
+// deadline is cancelled (RESOURCE_EXHAUSTED / CANCELLED).
 #pragma once
 
 #include "coordinator/cluster/cluster.h"
+#include "coordinator/service/call_limits.h"
 #include "ringmaster/v1/agent.grpc.pb.h"
 #include "security/call_auth.h"
 
@@ -16,8 +20,9 @@ class AgentServiceImpl final : public v1::AgentService::Service {
   // Register and Heartbeat need the join token when `tokens` has one.
   explicit AgentServiceImpl(Cluster& cluster,
                             const security::TokenPolicy& tokens = security::OpenPolicy(),
-                            security::Refusals& refusals = security::ProcessRefusals())
-      : cluster_(cluster), tokens_(tokens), refusals_(refusals) {}
+                            security::Refusals& refusals = security::ProcessRefusals(),
+                            CallLimits* limits = nullptr)
+      : cluster_(cluster), tokens_(tokens), refusals_(refusals), limits_(limits) {}
 
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::RegisterResponse* response) override;
@@ -29,6 +34,11 @@ class AgentServiceImpl final : public v1::AgentService::Service {
   Cluster& cluster_;
   const security::TokenPolicy& tokens_;
   security::Refusals& refusals_;  // refused calls: counted, and warned about within limits
+  CallLimits* limits_;            // null: no per-peer limits
+  FirstMessageDeadlines first_message_;
+
+  // OK, or RESOURCE_EXHAUSTED when the caller's host is over its Register rate.
+  grpc::Status CheckRegisterRate(grpc::ServerContext& context);
 };
 
 }  // namespace ringmaster::coordinator

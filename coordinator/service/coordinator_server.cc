@@ -12,11 +12,12 @@
 namespace ringmaster::coordinator {
 
 CoordinatorServer::CoordinatorServer(Cluster& cluster, security::TokenPolicy tokens,
-                                     security::Refusals& refusals)
+                                     security::Refusals& refusals, const CallLimitOptions& limits)
     : cluster_(cluster),
       tokens_(std::move(tokens)),
-      coordinator_service_(cluster, tokens_, refusals),
-      agent_service_(cluster, tokens_, refusals) {}
+      limits_(limits),
+      coordinator_service_(cluster, tokens_, refusals, &limits_),
+      agent_service_(cluster, tokens_, refusals, &limits_) {}
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const std::string& listen_address, Cluster& cluster, absl::Duration tick_every,
@@ -27,7 +28,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   security::Refusals& refusals =
       security.refusals != nullptr ? *security.refusals : security::ProcessRefusals();
   std::unique_ptr<CoordinatorServer> s(
-      new CoordinatorServer(cluster, std::move(security.tokens), refusals));
+      new CoordinatorServer(cluster, std::move(security.tokens), refusals, security.limits));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen_address, security.credentials, &s->port_);
   builder.RegisterService(&s->coordinator_service_);

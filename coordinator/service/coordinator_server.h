@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "coordinator/cluster/cluster.h"
 #include "coordinator/service/agent_service.h"
+#include "coordinator/service/call_limits.h"
 #include "coordinator/service/coordinator_service.h"
 #include "security/refusals.h"
 #include "security/token_policy.h"
@@ -31,6 +32,7 @@ struct ServerSecurity {
   std::shared_ptr<grpc::ServerCredentials> credentials;
   security::TokenPolicy tokens;
   security::Refusals* refusals = nullptr;
+  CallLimitOptions limits;  // per-peer Register rate and open streams (call_limits.h)
 };
 
 class CoordinatorServer {
@@ -51,10 +53,12 @@ class CoordinatorServer {
   void Wait();
 
  private:
-  CoordinatorServer(Cluster& cluster, security::TokenPolicy tokens, security::Refusals& refusals);
+  CoordinatorServer(Cluster& cluster, security::TokenPolicy tokens, security::Refusals& refusals,
+                    const CallLimitOptions& limits);
 
   Cluster& cluster_;
   const security::TokenPolicy tokens_;  // before the services, which hold a reference
+  CallLimits limits_;
   CoordinatorServiceImpl coordinator_service_;
   AgentServiceImpl agent_service_;
   std::unique_ptr<grpc::Server> server_;

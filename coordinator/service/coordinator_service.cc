@@ -1,9 +1,11 @@
 // Coordinator service: Cluster calls plus the WatchJob loop.
 #include "coordinator/service/coordinator_service.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "coordinator/service/grpc_status.h"
 
@@ -101,6 +103,19 @@ grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* context,
                                                   "Coordinator/WatchJob", refusals_);
       !auth.ok()) {
     return auth;
+  }
+  std::optional<CallLimits::Slot> slot;
+  if (limits_ != nullptr) {
+    slot = limits_->AcquireStream(StreamKind::kWatchJob, context->peer());
+    if (!slot) {
+      const std::string peer = context->peer();
+      const std::string why =
+          absl::StrCat("watch streams: ", limits_->options().streams_per_peer,
+                       " from this host are already open (--max-streams-per-peer)");
+      refusals_.Refuse(security::Refusal::kResourceLimit, peer,
+                       absl::StrCat("refused Coordinator/WatchJob from ", peer, ": ", why));
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why);
+    }
   }
   const absl::Duration min_interval = request->min_interval_ms() == 0
                                           ? kDefaultWatchInterval

@@ -2,10 +2,12 @@
 // come back as the matching gRPC codes. WatchJob sends the current status at once, then every
 // change (at most one message per min_interval), and ends after a terminal phase, when the
 // client cancels, or when the server shuts down (UNAVAILABLE). Submit and cancel need the submit
-// token, logs too; the other reads take either token.
+// token, logs too; the other reads take either token. With CallLimits, a peer host may hold only
+// so many WatchJob streams open (RESOURCE_EXHAUSTED beyond).
 #pragma once
 
 #include "coordinator/cluster/cluster.h"
+#include "coordinator/service/call_limits.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "security/call_auth.h"
 
@@ -16,8 +18,9 @@ class CoordinatorServiceImpl final : public v1::Coordinator::Service {
   // Each call first checks its token against `tokens` (security/token_policy.h).
   explicit CoordinatorServiceImpl(Cluster& cluster,
                                   const security::TokenPolicy& tokens = security::OpenPolicy(),
-                                  security::Refusals& refusals = security::ProcessRefusals())
-      : cluster_(cluster), tokens_(tokens), refusals_(refusals) {}
+                                  security::Refusals& refusals = security::ProcessRefusals(),
+                                  CallLimits* limits = nullptr)
+      : cluster_(cluster), tokens_(tokens), refusals_(refusals), limits_(limits) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                          v1::SubmitJobResponse* response) override;
@@ -38,6 +41,7 @@ class CoordinatorServiceImpl final : public v1::Coordinator::Service {
   Cluster& cluster_;
   const security::TokenPolicy& tokens_;
   security::Refusals& refusals_;  // refused calls: counted, and warned about within limits
+  CallLimits* limits_;            // null: no per-peer limits
 };
 
 }  // namespace ringmaster::coordinator

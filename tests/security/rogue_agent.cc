@@ -12,6 +12,18 @@
 //   rogue_agent submit --job FILE [--request-id-bytes N] [--base-dir DIR | --base-dir-bytes N]
 //       submits FILE with an oversized or malformed field (submit token from
 //       RINGMASTER_TOKEN_FILE);
+//   rogue_agent register --name NAME --address ADDR --gpu-name-bytes N
+//       registers NAME with one GPU whose name is N bytes (issue #31);
+//   rogue_agent stale-flood --name NAME --address ADDR --job ID --reports N [--marker-job ID2]
+//       registers NAME, opens its stream and reports N ranks of job ID running, each with a new
+//       generation (1000 a message); then one of ID2, whose StopRanks, coming after every
+//       StopRanks the flood caused, ends the count. Prints "stop_ranks for ID: K";
+//   rogue_agent idle-streams --method heartbeat|watch --count N [--job ID] [--hold SECONDS]
+//       opens N streams that never send (heartbeat) or watch job ID, one after the other (a
+//       watch counts as open once its first status arrived); prints "open: K refused: R
+//       (CODE...)", "holding" while it holds them --hold seconds, then for heartbeat streams
+//       waits for each to end and prints "ended: CODE..." (a held idle stream ends at the
+//       coordinator's first-message deadline);
 //   rogue_agent calls --method register|list-nodes --repeat N [--token T | --token none]
 //       N calls in a row with the join token, T, or no token; prints "unauthenticated: K of N"
 //       and exits 0 when every one was refused with UNAUTHENTICATED, else 2.
@@ -33,6 +45,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ringmaster/v1/agent.grpc.pb.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
@@ -96,6 +109,130 @@ int HoldStream(v1::AgentService::Stub& stub, const std::string& token, const std
   return 0;
 }
 
+// Registers a node and floods its stream with reports of an ended job's ranks, each with a new
+// generation; counts the StopRanks the coordinator sends for them.
+int StaleFlood(v1::AgentService::Stub& stub, const std::string& token,
+               std::map<std::string, std::string>& flags) {
+  v1::RegisterRequest req;
+  req.mutable_agent_version()->set_major(1);
+  req.mutable_inventory()->set_node_name(flags["--name"]);
+  req.mutable_inventory()->add_addresses(flags["--address"]);
+  req.mutable_inventory()->set_cpu_cores(1);
+  v1::RegisterResponse reg;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    sec::AttachToken(&ctx, token);
+    if (grpc::Status s = stub.Register(&ctx, req, &reg); !s.ok()) return Refused(s);
+  }
+  const std::string job = flags["--job"], marker = flags["--marker-job"];
+  const int64_t reports = std::stoll(flags["--reports"]);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  sec::AttachToken(&ctx, token);
+  auto stream = stub.Heartbeat(&ctx);
+  std::atomic<int64_t> stops{0};
+  std::atomic<bool> marker_seen{false};
+  std::thread reader([&] {
+    v1::CoordinatorMessage m;
+    while (stream->Read(&m)) {
+      if (!m.has_stop_ranks()) continue;
+      if (m.stop_ranks().job_id() == job) ++stops;
+      if (m.stop_ranks().job_id() == marker) {
+        marker_seen = true;
+        ctx.TryCancel();
+      }
+    }
+  });
+  uint64_t seq = 0;
+  auto report = [&](v1::AgentMessage& m, const std::string& id, int64_t generation) {
+    v1::RankProgress* r = m.add_ranks();
+    r->set_job_id(id);
+    r->set_generation(generation);
+    r->set_global_rank(0);
+    r->set_state(v1::RANK_PROCESS_STATE_RUNNING);
+  };
+  bool ok = true;
+  for (int64_t g = 0; ok && g < reports;) {
+    v1::AgentMessage m;
+    m.set_node_id(reg.node_id());
+    m.set_seq(++seq);
+    if (seq == 1) m.set_node_secret(reg.node_secret());
+    for (int i = 0; i < 1000 && g < reports; ++i) report(m, job, ++g);
+    ok = stream->Write(m);
+  }
+  if (ok) {
+    v1::AgentMessage m;
+    m.set_node_id(reg.node_id());
+    m.set_seq(++seq);
+    report(m, marker, 0);
+    ok = stream->Write(m);
+  }
+  reader.join();
+  grpc::Status s = stream->Finish();
+  std::cout << "stop_ranks for " << job << ": " << stops << " (" << reports << " reports)"
+            << std::endl;
+  if (!marker_seen) {
+    std::cout << "no StopRanks for the marker job " << marker << std::endl;
+    return Refused(s);
+  }
+  return 0;
+}
+
+// Opens `--count` idle streams one after the other; see the header.
+int IdleStreams(const std::shared_ptr<grpc::Channel>& channel, const std::string& token,
+                std::map<std::string, std::string>& flags, double hold_s) {
+  const std::string method = flags["--method"];
+  const int count = std::atoi(flags["--count"].c_str());
+  if (count < 1 || (method != "heartbeat" && method != "watch")) {
+    std::cerr << "rogue_agent idle-streams: needs --method heartbeat|watch and --count N >= 1\n";
+    return 1;
+  }
+  auto agent = v1::AgentService::NewStub(channel);
+  auto coordinator = v1::Coordinator::NewStub(channel);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>>>
+      heartbeats;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::JobStatus>>> watches;
+  int open = 0, refused = 0;
+  std::string codes;
+  for (int i = 0; i < count; ++i) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    sec::AttachToken(ctx.get(), token);
+    if (method == "heartbeat") {
+      heartbeats.push_back(agent->Heartbeat(ctx.get()));
+      ++open;  // the coordinator's answer comes at its end (Finish below)
+    } else {
+      v1::WatchJobRequest req;
+      req.set_job_id(flags["--job"]);
+      auto reader = coordinator->WatchJob(ctx.get(), req);
+      v1::JobStatus first;
+      if (reader->Read(&first)) {
+        ++open;
+        watches.push_back(std::move(reader));
+      } else {
+        grpc::Status s = reader->Finish();
+        ++refused;
+        codes += " " + std::to_string(s.error_code());
+      }
+    }
+    contexts.push_back(std::move(ctx));
+  }
+  std::cout << "open: " << open << " refused: " << refused << " (" << codes << " )" << std::endl;
+  std::cout << "holding" << std::endl;
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(hold_s * 1000)));
+  if (method == "heartbeat") {
+    std::string ended;
+    for (auto& h : heartbeats) ended += " " + std::to_string(h->Finish().error_code());
+    std::cout << "ended:" << ended << std::endl;
+  } else {
+    for (auto& c : contexts) c->TryCancel();
+    for (auto& w : watches) (void)w->Finish();
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,7 +293,10 @@ int main(int argc, char** argv) {
       sec::AttachToken(&ctx, join);
       v1::RegisterResponse resp;
       grpc::Status s = stub->Register(&ctx, req, &resp);
-      if (!s.ok()) return Refused(s);
+      if (!s.ok()) {
+        std::cout << "registered: " << registered << " nodes" << std::endl;
+        return Refused(s);
+      }
       ++registered;
     }
     std::cout << "registered: " << registered << " nodes" << std::endl;
@@ -168,6 +308,12 @@ int main(int argc, char** argv) {
     req.mutable_inventory()->set_node_name(flags["--name"]);
     req.mutable_inventory()->add_addresses(flags["--address"]);
     req.mutable_inventory()->set_cpu_cores(1);
+    if (flags.count("--gpu-name-bytes")) {
+      v1::GpuInfo* gpu = req.mutable_inventory()->add_gpus();
+      gpu->set_name(std::string(std::stoul(flags["--gpu-name-bytes"]), 'G'));
+      gpu->set_memory_bytes(uint64_t{16} << 30);
+      gpu->set_compute_capability_major(8);
+    }
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     sec::AttachToken(&ctx, join);
@@ -178,6 +324,8 @@ int main(int argc, char** argv) {
     if (hold <= 0) return 0;
     return HoldStream(*stub, join, resp.node_id(), resp.node_secret(), hold);
   }
+  if (mode == "stale-flood") return StaleFlood(*stub, join, flags);
+  if (mode == "idle-streams") return IdleStreams(*channel, join, flags, hold);
   if (mode == "calls") {
     // A flood of calls the coordinator must refuse (a wrong or missing token), as fast as it
     // answers, on one connection.
