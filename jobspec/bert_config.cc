@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/json_limits.h"
 
 namespace ringmaster::trainer {
 
@@ -70,13 +71,14 @@ absl::Status GetInt(const nlohmann::json& j, const char* name, absl::string_view
     return absl::OkStatus();
   }
   if (!it->is_number_integer()) {
-    return ConfigError(source,
-                       absl::StrCat("field '", name, "' must be an integer, got ", it->dump()));
+    return ConfigError(
+        source, absl::StrCat("field '", name, "' must be an integer, got ", JsonExcerpt(*it)));
   }
   if (it->is_number_unsigned() ? it->get<uint64_t>() > std::numeric_limits<int>::max()
                                : (it->get<int64_t>() < std::numeric_limits<int>::min() ||
                                   it->get<int64_t>() > std::numeric_limits<int>::max())) {
-    return ConfigError(source, absl::StrCat("field '", name, "' is out of range: ", it->dump()));
+    return ConfigError(source,
+                       absl::StrCat("field '", name, "' is out of range: ", JsonExcerpt(*it)));
   }
   *out = it->get<int>();
   return absl::OkStatus();
@@ -88,7 +90,7 @@ absl::Status GetFloat(const nlohmann::json& j, const char* name, absl::string_vi
   if (it == j.end()) return absl::OkStatus();
   if (!it->is_number()) {
     return ConfigError(source,
-                       absl::StrCat("field '", name, "' must be a number, got ", it->dump()));
+                       absl::StrCat("field '", name, "' must be a number, got ", JsonExcerpt(*it)));
   }
   *out = static_cast<float>(it->get<double>());
   return absl::OkStatus();
@@ -100,7 +102,7 @@ absl::Status GetString(const nlohmann::json& j, const char* name, absl::string_v
   if (it == j.end()) return absl::OkStatus();
   if (!it->is_string()) {
     return ConfigError(source,
-                       absl::StrCat("field '", name, "' must be a string, got ", it->dump()));
+                       absl::StrCat("field '", name, "' must be a string, got ", JsonExcerpt(*it)));
   }
   *out = it->get<std::string>();
   return absl::OkStatus();
@@ -178,6 +180,9 @@ absl::StatusOr<BertConfig> ParseBertConfigJson(std::string_view json, std::strin
   // absl::string_view, not std::string_view: this absl is built without the std alias.
   const absl::string_view source(source_sv.data(), source_sv.size());
   nlohmann::json j;
+  if (absl::Status s = CheckJsonDepth(json, "invalid JSON"); !s.ok()) {
+    return ConfigError(source, s.message());
+  }
   try {
     j = nlohmann::json::parse(json.begin(), json.end());
   } catch (const nlohmann::json::exception& e) {
@@ -189,13 +194,13 @@ absl::StatusOr<BertConfig> ParseBertConfigJson(std::string_view json, std::strin
   // beats silently computing something else.
   if (auto it = j.find("model_type"); it != j.end()) {
     if (!it->is_string() || it->get<std::string>() != "bert") {
-      return ConfigError(
-          source, absl::StrCat("model_type ", it->dump(), " is not supported; only \"bert\" is"));
+      return ConfigError(source, absl::StrCat("model_type ", JsonExcerpt(*it),
+                                              " is not supported; only \"bert\" is"));
     }
   }
   if (auto it = j.find("position_embedding_type"); it != j.end() && !it->is_null()) {
     if (!it->is_string() || it->get<std::string>() != "absolute") {
-      return ConfigError(source, absl::StrCat("position_embedding_type ", it->dump(),
+      return ConfigError(source, absl::StrCat("position_embedding_type ", JsonExcerpt(*it),
                                               " is not supported; only \"absolute\" is"));
     }
   }
@@ -227,8 +232,8 @@ absl::StatusOr<BertConfig> ParseBertConfigJson(std::string_view json, std::strin
 
   if (auto it = j.find("id2label"); it != j.end()) {
     if (!it->is_object()) {
-      return ConfigError(source,
-                         absl::StrCat("field 'id2label' must be an object, got ", it->dump()));
+      return ConfigError(
+          source, absl::StrCat("field 'id2label' must be an object, got ", JsonExcerpt(*it)));
     }
     const size_t n = it->size();
     std::vector<std::string> labels(n);
@@ -245,8 +250,9 @@ absl::StatusOr<BertConfig> ParseBertConfigJson(std::string_view json, std::strin
                                                 "' is not one of \"0\"..\"", n - 1, "\""));
       }
       if (!e.value().is_string()) {
-        return ConfigError(source, absl::StrCat("field 'id2label' value for '", key,
-                                                "' must be a string, got ", e.value().dump()));
+        return ConfigError(
+            source, absl::StrCat("field 'id2label' value for '", key, "' must be a string, got ",
+                                 JsonExcerpt(e.value())));
       }
       seen[id] = true;
       labels[id] = e.value().get<std::string>();

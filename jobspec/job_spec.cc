@@ -28,6 +28,7 @@
 #include "jobspec/job_spec_checks.h"
 #include "jobspec/key_suggestion.h"
 #include "jobspec/model_memory.h"
+#include "jobspec/yaml_limits.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
@@ -590,6 +591,16 @@ absl::StatusOr<JobSpec> ParseJobSpecImpl(std::string_view yaml_text, std::string
     docs = DocumentScanner::Scan(text, &stuck_at);
     if (stuck_at) {
       errors.Add(&*stuck_at, "invalid YAML: unexpected character");
+      return errors.ToStatus();
+    }
+    // Aliases are counted by the bytes they stand for before anything copies them (issue #31).
+    if (std::optional<YamlExpansionOverLimit> over =
+            docs.empty() ? std::nullopt : FindYamlExpansionOverLimit(text)) {
+      errors.Add(&over->mark,
+                 absl::StrCat("YAML aliases expand the job spec to more than ",
+                              kMaxYamlExpandedBytes, " bytes (", over->expanded,
+                              " counted by here, each alias by the size of the node it "
+                              "repeats); refused"));
       return errors.ToStatus();
     }
     if (!docs.empty()) doc = YAML::Load(text);  // the first document only

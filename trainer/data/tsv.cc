@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/file_util.h"
+#include "common/json_limits.h"
 #include "common/status_macros.h"
 
 namespace ringmaster::trainer {
@@ -363,6 +364,10 @@ absl::Status TsvLineParser::FeedCsv(absl::string_view line, std::optional<Row>* 
 
 absl::Status TsvLineParser::FeedJson(absl::string_view line, std::optional<Row>* row) {
   have_header_ = true;  // JSON Lines has none: every line is a record
+  if (absl::Status s = CheckJsonDepth(std::string_view(line.data(), line.size()), "record");
+      !s.ok()) {
+    return LineError(line_no_, std::string(s.message()));
+  }
   const nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     return LineError(line_no_, j.is_discarded() ? "not valid JSON" : "not a JSON object");
@@ -410,7 +415,7 @@ absl::Status TsvLineParser::FeedJson(absl::string_view line, std::optional<Row>*
     RM_ASSIGN_OR_RETURN(r.label, ParseLabel(cell, line_no_));
   } else {
     return LineError(line_no_,
-                     absl::StrCat("label ", label->dump(), " is not a number or a string"));
+                     absl::StrCat("label ", JsonExcerpt(*label), " is not a number or a string"));
   }
   ++rows_;
   *row = std::move(r);
@@ -430,7 +435,9 @@ absl::StatusOr<RowText> TsvLineParser::TextOfRecord(absl::string_view raw) const
     record.append(part.data(), part.size());
   }
   if (format_ == DataFormat::kJsonl) {
-    const nlohmann::json j = nlohmann::json::parse(record, nullptr, false);
+    const nlohmann::json j = CheckJsonDepth(record, "record").ok()
+                                 ? nlohmann::json::parse(record, nullptr, false)
+                                 : nlohmann::json();
     auto string_at = [&j](const std::string& key) -> const nlohmann::json* {
       auto it = j.find(key);
       return it != j.end() && it->is_string() ? &*it : nullptr;

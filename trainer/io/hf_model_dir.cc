@@ -14,9 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "common/json_limits.h"
 #include "common/open_beneath.h"
 #include "common/status_macros.h"
 #include "trainer/io/hf_tokenizer_files.h"
+#include "trainer/io/model_paths.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/text/wordpiece.h"
 
@@ -100,14 +102,15 @@ absl::Status WriteExportFiles(const std::string& parent, const std::string& tmp,
 
 // For a sentence-transformers model (DIR/modules.json): *model_dir becomes the folder of its
 // Transformer module and *note names the modules that are not used. Nothing changes without
-// modules.json.
+// modules.json. A module's "path" must name a folder inside `dir` (model_paths.h).
 absl::Status ResolveSentenceTransformers(const std::string& dir, std::string* model_dir,
                                          std::string* note) {
   const std::string modules_path = dir + "/modules.json";
   std::error_code ec;
-  if (!fs::exists(modules_path, ec)) return absl::OkStatus();
+  if (!fs::exists(fs::symlink_status(modules_path, ec))) return absl::OkStatus();
+  RM_RETURN_IF_ERROR(CheckModelPathBeneathRoot(modules_path));
   RM_ASSIGN_OR_RETURN(std::string text, ReadFile(modules_path, kMaxJsonBytes));
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  RM_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJsonLimited(text, modules_path));
   if (!j.is_array()) {
     return absl::InvalidArgumentError(
         absl::StrCat(modules_path, ": not a JSON list of modules (sentence-transformers)"));
@@ -115,13 +118,23 @@ absl::Status ResolveSentenceTransformers(const std::string& dir, std::string* mo
   std::string transformer;
   bool have_transformer = false;
   std::vector<std::string> replaced;
-  for (const nlohmann::json& m : j) {
+  for (size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& m = j[i];
     if (!m.is_object() || !m.contains("type") || !m["type"].is_string()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(modules_path, ": a module without a \"type\": ", m.dump()));
+          absl::StrCat(modules_path, ": module ", i, " has no \"type\": ", JsonExcerpt(m)));
     }
     const std::string type = m["type"].get<std::string>();
+    if (m.contains("path") && !m["path"].is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          modules_path, ": module ", i, " \"path\" is not a string: ", JsonExcerpt(m["path"])));
+    }
     const std::string path = m.value("path", std::string());
+    const std::string named_by = absl::StrCat(modules_path, ": module ", i, " \"path\"");
+    RM_RETURN_IF_ERROR(CheckModelEntry(path, named_by));
+    if (!path.empty()) {
+      RM_RETURN_IF_ERROR(CheckModelPathBeneathRoot(absl::StrCat(dir, "/", path), named_by));
+    }
     if (absl::EndsWith(type, ".Transformer") && !have_transformer) {
       have_transformer = true;
       transformer = path;
@@ -130,9 +143,11 @@ absl::Status ResolveSentenceTransformers(const std::string& dir, std::string* mo
     std::string what = type.substr(type.rfind('.') + 1);
     if (absl::EndsWith(type, ".Pooling")) {
       // Name the pooling mode the model was trained with: the head below reads [CLS] instead.
-      absl::StatusOr<std::string> pc = ReadFile(absl::StrCat(dir, "/", path, "/config.json"));
+      const std::string pooling_config = absl::StrCat(dir, "/", path, "/config.json");
+      RM_RETURN_IF_ERROR(CheckModelPathBeneathRoot(pooling_config, named_by));
+      absl::StatusOr<std::string> pc = ReadFile(pooling_config, kMaxJsonBytes);
       const nlohmann::json p =
-          pc.ok() ? nlohmann::json::parse(*pc, nullptr, false) : nlohmann::json();
+          pc.ok() ? ParseJsonLimited(*pc, pooling_config).value_or(nullptr) : nlohmann::json();
       if (p.is_object()) {
         for (const char* mode : {"mean_tokens", "cls_token", "max_tokens", "mean_sqrt_len_tokens",
                                  "weightedmean_tokens", "lasttoken"}) {
@@ -176,6 +191,7 @@ absl::StatusOr<HfModel> LoadHfModelDir(const std::string& given_dir, int num_lab
                      ": no such file (a Hugging Face model directory needs config.json and "
                      "model.safetensors; a sentence-transformers one, modules.json)"));
   }
+  RM_RETURN_IF_ERROR(CheckModelPathBeneathRoot(config_path));
   RM_ASSIGN_OR_RETURN(std::string config_text, ReadFile(config_path, kMaxJsonBytes));
   RM_ASSIGN_OR_RETURN(BertConfig config, ParseBertConfigJson(config_text, config_path));
   if (num_labels_override > 0 && num_labels_override != config.num_labels) {
@@ -197,6 +213,7 @@ absl::StatusOr<HfModel> LoadHfModelDir(const std::string& given_dir, int num_lab
     }
     return absl::NotFoundError(absl::StrCat(st_path, ": no such file"));
   }
+  RM_RETURN_IF_ERROR(CheckModelPathBeneathRoot(st_path));
   RM_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsReader> reader, SafetensorsReader::Open(st_path));
 
   HfModel m;
@@ -352,9 +369,11 @@ absl::Status ExportHfModelDir(const std::string& dir_in, const BertConfig& confi
 }
 
 bool ReadDoLowerCase(const std::string& dir) {
-  absl::StatusOr<std::string> text = ReadFile(dir + "/tokenizer_config.json", kMaxJsonBytes);
+  const std::string path = dir + "/tokenizer_config.json";
+  if (!CheckModelPathBeneathRoot(path).ok()) return true;
+  absl::StatusOr<std::string> text = ReadFile(path, kMaxJsonBytes);
   if (!text.ok()) return true;
-  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = ParseJsonLimited(*text, path).value_or(nullptr);
   if (!j.is_object()) return true;
   auto it = j.find("do_lower_case");
   if (it == j.end() || !it->is_boolean()) return true;

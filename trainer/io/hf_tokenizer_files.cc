@@ -7,7 +7,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/json_limits.h"
 #include "common/status_macros.h"
+#include "trainer/io/model_paths.h"
 
 namespace ringmaster::trainer {
 
@@ -22,10 +24,11 @@ constexpr const char* kSpecialTokens[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[
 
 // tokenizer_config.json as an object; null when absent or unreadable (every key has a default).
 nlohmann::json ReadTokenizerConfig(const std::string& dir) {
+  if (!CheckModelPathBeneathRoot(dir + "/tokenizer_config.json").ok()) return nullptr;
   absl::StatusOr<std::string> text = ReadFile(dir + "/tokenizer_config.json", kMaxJsonBytes);
   if (!text.ok()) return nullptr;
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() ? j : nlohmann::json();
+  absl::StatusOr<nlohmann::json> j = ParseJsonLimited(*text, dir + "/tokenizer_config.json");
+  return j.ok() && j->is_object() ? *std::move(j) : nlohmann::json();
 }
 
 int ModelMaxLength(const nlohmann::json& config) {
@@ -47,7 +50,7 @@ absl::StatusOr<jobspec::TokenizerCompat> ReadCompat(const std::string& dir,
       it->is_string()
           ? jobspec::ParseSettingOrError<jobspec::TokenizerCompat>(it->get<std::string>())
           : absl::InvalidArgumentError(absl::StrCat(
-                it->dump(),
+                JsonExcerpt(*it),
                 " is not one of: ", jobspec::AllowedSettingNames<jobspec::TokenizerCompat>()));
   if (!v.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -59,7 +62,7 @@ absl::StatusOr<jobspec::TokenizerCompat> ReadCompat(const std::string& dir,
 absl::StatusOr<HfTokenizerSource> ReadTokenizerJson(const std::string& path,
                                                     const nlohmann::json& config) {
   RM_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxJsonBytes));
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  RM_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJsonLimited(text, path));
   if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   auto bad = [&path](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
@@ -78,7 +81,7 @@ absl::StatusOr<HfTokenizerSource> ReadTokenizerJson(const std::string& path,
                                          {"max_input_chars_per_word", 100}};
     auto it = model->find(key);
     if (it != model->end() && !it->is_null() && *it != kBert[key]) {
-      return bad(absl::StrCat("model.", key, " is ", it->dump(), "; only BERT's ",
+      return bad(absl::StrCat("model.", key, " is ", JsonExcerpt(*it), "; only BERT's ",
                               kBert[key].dump(), " is supported"));
     }
   }
@@ -93,8 +96,8 @@ absl::StatusOr<HfTokenizerSource> ReadTokenizerJson(const std::string& path,
   for (const auto& [token, id] : vocab->items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() >= static_cast<int64_t>(vocab->size())) {
-      return bad(absl::StrCat("model.vocab[", nlohmann::json(token).dump(), "] is ", id.dump(),
-                              "; ids must be 0..", vocab->size() - 1));
+      return bad(absl::StrCat("model.vocab[", JsonExcerpt(nlohmann::json(token)), "] is ",
+                              JsonExcerpt(id), "; ids must be 0..", vocab->size() - 1));
     }
     const size_t i = id.get<size_t>();
     if (seen[i]) return bad(absl::StrCat("model.vocab has two tokens with id ", i));
@@ -120,7 +123,7 @@ absl::StatusOr<HfTokenizerSource> ReadTokenizerJson(const std::string& path,
   auto strip = norm->find("strip_accents");
   if (strip != norm->end() && !strip->is_null() &&
       (!strip->is_boolean() || strip->get<bool>() != src.do_lower_case)) {
-    return bad(absl::StrCat("normalizer.strip_accents is ", strip->dump(), " with lowercase ",
+    return bad(absl::StrCat("normalizer.strip_accents is ", JsonExcerpt(*strip), " with lowercase ",
                             src.do_lower_case ? "true" : "false",
                             "; only strip_accents null or equal to lowercase is supported"));
   }
@@ -135,6 +138,10 @@ absl::StatusOr<HfTokenizerSource> ReadTokenizerJson(const std::string& path,
 }  // namespace
 
 absl::StatusOr<HfTokenizerSource> ReadHfTokenizer(const std::string& dir) {
+  // Each file is checked before it is read: a link out of the allowed root is an error naming it.
+  for (const char* name : {"tokenizer_config.json", "vocab.txt", "tokenizer.json"}) {
+    RM_RETURN_IF_ERROR(CheckModelPathBeneathRoot(absl::StrCat(dir, "/", name)));
+  }
   const nlohmann::json config = ReadTokenizerConfig(dir);
   RM_ASSIGN_OR_RETURN(const jobspec::TokenizerCompat compat, ReadCompat(dir, config));
   const std::string vocab_path = dir + "/vocab.txt";

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "common/json_limits.h"
 #include "common/status_macros.h"
 
 namespace ringmaster::trainer {
@@ -102,11 +103,12 @@ absl::Status ParseTensorEntry(const std::string& path, const nlohmann::ordered_j
   if (!shape.is_array()) return Corrupt(path, absl::StrCat(where, " 'shape' is not an array"));
   for (const nlohmann::ordered_json& d : shape) {
     if (!d.is_number_integer()) {
-      return Corrupt(path, absl::StrCat(where, " 'shape' has a non-integer entry ", d.dump()));
+      return Corrupt(path,
+                     absl::StrCat(where, " 'shape' has a non-integer entry ", JsonExcerpt(d)));
     }
     if (d.is_number_unsigned() &&
         d.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return Corrupt(path, absl::StrCat(where, " 'shape' entry ", d.dump(), " is too large"));
+      return Corrupt(path, absl::StrCat(where, " 'shape' entry ", JsonExcerpt(d), " is too large"));
     }
     const int64_t dim = d.get<int64_t>();
     if (dim < 0) {
@@ -120,11 +122,12 @@ absl::Status ParseTensorEntry(const std::string& path, const nlohmann::ordered_j
   }
   for (const nlohmann::ordered_json& o : offs) {
     if (!o.is_number_integer()) {
-      return Corrupt(path,
-                     absl::StrCat(where, " 'data_offsets' has a non-integer entry ", o.dump()));
+      return Corrupt(
+          path, absl::StrCat(where, " 'data_offsets' has a non-integer entry ", JsonExcerpt(o)));
     }
     if (!o.is_number_unsigned()) {
-      return Corrupt(path, absl::StrCat(where, " 'data_offsets' has a negative entry ", o.dump()));
+      return Corrupt(path,
+                     absl::StrCat(where, " 'data_offsets' has a negative entry ", JsonExcerpt(o)));
     }
   }
   const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
@@ -297,6 +300,9 @@ absl::Status SafetensorsReader::Parse(const uint8_t* base, size_t file_size) {
     return true;
   };
   Json header;
+  if (absl::Status s = CheckJsonDepth(std::string_view(hbegin, header_len), "header"); !s.ok()) {
+    return Corrupt(path, s.message());
+  }
   try {
     header = Json::parse(hbegin, hend, on_event);
   } catch (const Json::exception& e) {

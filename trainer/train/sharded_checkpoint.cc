@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/json_limits.h"
 #include "common/log.h"
 #include "common/open_beneath.h"
 #include "common/status_macros.h"
@@ -238,8 +239,8 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
     return absl::DataLossError(
         absl::StrCat("checkpoint manifest unreadable: ", NamingPath(path, text.status())));
   }
-  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  const nlohmann::json j = ParseJsonLimited(*text, path).value_or(nlohmann::json());
+  if (!j.is_object()) {
     return absl::DataLossError(absl::StrCat(path, ": not a valid JSON manifest"));
   }
   Manifest m;
@@ -250,7 +251,7 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
     }
     if (j.at("format_version").get<int>() != kFormatVersion) {
       return absl::DataLossError(
-          absl::StrCat(path, ": unknown format_version ", j.at("format_version").dump()));
+          absl::StrCat(path, ": unknown format_version ", JsonExcerpt(j.at("format_version"))));
     }
     m.save_id = j.at("save_id").get<std::string>();
     meta.step = j.at("step").get<int64_t>();
@@ -392,8 +393,8 @@ absl::StatusOr<ShardEntry> ReadReport(const std::string& tmp, int rank, int worl
                         absl::StrCat("rank ", rank, " did not report its shard: ",
                                      NamingPath(path, text.status())));
   }
-  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  const nlohmann::json j = ParseJsonLimited(*text, path).value_or(nlohmann::json());
+  if (!j.is_object()) {
     return absl::DataLossError(absl::StrCat(path, ": not a valid JSON report"));
   }
   ShardEntry entry;
@@ -684,7 +685,7 @@ absl::StatusOr<LoadedShard> LoadShardedCheckpoint(const std::string& dir, size_t
     if (!reader.ok()) return absl::DataLossError(NamingPath(path, reader.status()));
     const std::map<std::string, std::string>& md = (*reader)->metadata();
     if (auto r = md.find("ranges"); r != md.end()) {
-      const nlohmann::json rj = nlohmann::json::parse(r->second, nullptr, false);
+      const nlohmann::json rj = ParseJsonLimited(r->second, path).value_or(nlohmann::json());
       Ranges recorded;
       if (!RangesFromJson(rj, &recorded) || recorded != s.ranges) {
         return absl::DataLossError(

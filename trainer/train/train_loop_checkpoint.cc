@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "common/json_limits.h"
 #include "common/log.h"
 #include "common/open_beneath.h"
 #include "common/status_macros.h"
@@ -131,7 +132,7 @@ absl::Status TrainLoop::RestoreLatest() {
         if (end == std::string::npos) end = text->size();
         const std::string line = text->substr(pos, end - pos);
         pos = end + 1;
-        nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        nlohmann::json j = ParseJsonLimited(line, path).value_or(nlohmann::json());
         if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
             j["step"].get<int64_t>() <= step_) {
           kept += line + "\n";

@@ -11,12 +11,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/json_limits.h"
 #include "common/log.h"
 #include "common/open_beneath.h"
 #include "common/status_macros.h"
 #include "trainer/data/tsv.h"
 #include "trainer/io/hf_model_dir.h"
 #include "trainer/io/hf_tokenizer_files.h"
+#include "trainer/io/model_paths.h"
 #include "trainer/train/cpu_engine.h"
 
 namespace ringmaster::trainer {
@@ -133,8 +135,9 @@ absl::StatusOr<LoadedModel> LoadModelDir(const std::string& dir,
   m.tokenizer = std::make_unique<WordPieceTokenizer>(std::move(tok));
   const std::string columns_path = (fs::path(hf.dir) / kDataColumnsFile).string();
   if (fs::exists(columns_path)) {
+    RM_RETURN_IF_ERROR(CheckModelPathBeneathRoot(columns_path));
     RM_ASSIGN_OR_RETURN(std::string text, ReadFile(columns_path, 1 << 20));
-    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    const nlohmann::json j = ParseJsonLimited(text, columns_path).value_or(nlohmann::json());
     auto get = [&j](const char* key, std::string* out) {
       if (j.is_object() && j.contains(key) && j[key].is_string()) *out = j[key].get<std::string>();
     };
