@@ -33,24 +33,36 @@ import os, sys
 real, target, ready, stop = sys.argv[1:5]
 aside, link = real + ".real", real + ".link"
 os.symlink(target, link)
-swaps = 0
+swaps, is_link = 0, False
+# Each pass flips DIR between the directory and the link, so that each holds about half the time.
 for _ in range(20_000_000):  # bound: the trainer's exit normally ends it first
     if os.path.exists(stop):
         break
     try:
-        os.rename(real, aside)
-    except OSError:
-        continue
-    try:
-        os.rename(link, real)
-        swaps += 1
-        os.rename(real, link)
-        os.rename(aside, real)
+        if not is_link:
+            os.rename(real, aside)
+            try:
+                os.rename(link, real)
+            except OSError:
+                os.rename(aside, real)
+                raise
+            is_link = True
+            swaps += 1
+            if swaps == 1:
+                open(ready, "w").close()
+        else:
+            os.rename(real, link)
+            os.rename(aside, real)
+            is_link = False
     except OSError:
         # The trainer made DIR anew while it was aside: the swaps end with DIR left as it is.
         break
-    if swaps == 1:
-        open(ready, "w").close()
+if is_link:  # best effort: the trainer may have made DIR anew meanwhile
+    try:
+        os.rename(real, link)
+        os.rename(aside, real)
+    except OSError:
+        pass
 print(swaps)
 PY
 
