@@ -67,6 +67,11 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": is ", FileTypeName(st.st_mode), ", expected a regular file"));
   }
+  // Under an allowed root, a hard link may be one to a file outside it (issue #31).
+  if (absl::Status s = CheckInputLinks(path, st.st_nlink); !s.ok()) {
+    ::close(fd);
+    return s;
+  }
   // Reads of a regular file never block anyway; clear the flag so nothing downstream sees EAGAIN.
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);

@@ -1,13 +1,16 @@
 #include "common/open_beneath.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <filesystem>
+#include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,9 +20,39 @@
 #include "absl/strings/string_view.h"
 #include "common/file_util.h"
 #include "common/log_escape.h"
+#include "common/status_macros.h"
 
 namespace ringmaster {
 namespace {
+
+// PinRoot's table: directory (as named, trailing '/' dropped) -> its descriptor, kept open.
+struct PinnedRoot {
+  std::string dir;
+  int fd;
+};
+std::mutex g_pins_mu;
+std::vector<PinnedRoot>& Pins() {
+  static auto* pins = new std::vector<PinnedRoot>;
+  return *pins;
+}
+std::atomic<bool> g_refuse_linked_inputs{false};
+
+std::string PinKey(absl::string_view dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
+  return std::string(dir);
+}
+
+// A descriptor of `root`: a duplicate of the pinned one, else opened by path (O_PATH).
+int OpenRootFd(const std::string& root) {
+  {
+    const std::string key = PinKey(root);
+    std::lock_guard<std::mutex> lock(g_pins_mu);
+    for (const PinnedRoot& p : Pins()) {
+      if (p.dir == key) return ::fcntl(p.fd, F_DUPFD_CLOEXEC, 0);
+    }
+  }
+  return ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
 
 // The components of `path` below `root` ("a/b/c" -> {"a", "b", "c"}; `root` itself -> {}).
 absl::StatusOr<std::vector<std::string>> ComponentsBeneath(const std::string& root,
@@ -101,7 +134,7 @@ absl::StatusOr<int> OpenBeneathWith(bool walk, const std::string& root, const st
                                     int flags, mode_t mode) {
   absl::StatusOr<std::vector<std::string>> parts = ComponentsBeneath(root, path);
   if (!parts.ok()) return parts.status();
-  const int rootfd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  const int rootfd = OpenRootFd(root);
   if (rootfd < 0) return ErrnoError("cannot open directory", root);
   int fd = walk ? -1 : OpenAt2(rootfd, *parts, flags, mode);
   if (walk || (fd < 0 && errno == ENOSYS)) fd = WalkOpen(rootfd, *parts, flags, mode);
@@ -164,7 +197,7 @@ absl::StatusOr<int> OpenBeneathByWalk(const std::string& root, const std::string
 absl::Status MakeDirsBeneath(const std::string& root, const std::string& dir) {
   absl::StatusOr<std::vector<std::string>> parts = ComponentsBeneath(root, dir);
   if (!parts.ok()) return parts.status();
-  int fd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int fd = OpenRootFd(root);
   if (fd < 0) return ErrnoError("cannot open directory", root);
   for (const std::string& part : *parts) {
     if (::mkdirat(fd, part.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -223,8 +256,30 @@ absl::Status WriteFileAtomicBeneath(const std::string& root, const std::string& 
 
 absl::Status AppendFileBeneath(const std::string& root, const std::string& path,
                                std::string_view data) {
-  absl::StatusOr<int> fd = OpenBeneath(root, path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  // O_NONBLOCK: a FIFO planted here fails (ENXIO) instead of waiting for a reader.
+  absl::StatusOr<int> fd =
+      OpenBeneath(root, path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_NOCTTY, 0644);
   if (!fd.ok()) return fd.status();
+  struct stat st {};
+  if (::fstat(*fd, &st) != 0) {
+    absl::Status s = ErrnoError("cannot stat", path);
+    ::close(*fd);
+    return s;
+  }
+  // The inode is fixed once opened: a file with one link is reachable only through `path`, so
+  // what is appended cannot land in a file elsewhere (issue #31, finding 6b).
+  if (!S_ISREG(st.st_mode) || st.st_nlink > 1) {
+    ::close(*fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", EscapeControlCharacters(path), "' ",
+        S_ISREG(st.st_mode)
+            ? absl::StrCat("has ", st.st_nlink,
+                           " hard links; it may be a link to a file elsewhere and is not "
+                           "appended to (remove it)")
+            : std::string("is not a regular file; it is not appended to (remove it)")));
+  }
+  const int flags = ::fcntl(*fd, F_GETFL);
+  if (flags >= 0) ::fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK);
   const char* p = data.data();
   size_t left = data.size();
   while (left > 0) {
@@ -240,6 +295,150 @@ absl::Status AppendFileBeneath(const std::string& root, const std::string& path,
   }
   ::close(*fd);
   return absl::OkStatus();
+}
+
+absl::Status PinRoot(const std::string& dir, const std::string& allowed_root) {
+  int fd = -1;
+  if (!allowed_root.empty()) {
+    RM_ASSIGN_OR_RETURN(fd, OpenBeneath(allowed_root, dir, O_RDONLY | O_DIRECTORY));
+  } else {
+    fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoError("cannot open directory", dir);
+  }
+  const std::string key = PinKey(dir);
+  std::lock_guard<std::mutex> lock(g_pins_mu);
+  for (PinnedRoot& p : Pins()) {
+    if (p.dir == key) {
+      ::close(p.fd);
+      p.fd = fd;
+      return absl::OkStatus();
+    }
+  }
+  Pins().push_back({key, fd});
+  return absl::OkStatus();
+}
+
+bool IsPinnedRoot(const std::string& dir) {
+  const std::string key = PinKey(dir);
+  std::lock_guard<std::mutex> lock(g_pins_mu);
+  for (const PinnedRoot& p : Pins()) {
+    if (p.dir == key) return true;
+  }
+  return false;
+}
+
+void UnpinRootsForTest() {
+  std::lock_guard<std::mutex> lock(g_pins_mu);
+  for (const PinnedRoot& p : Pins()) ::close(p.fd);
+  Pins().clear();
+}
+
+absl::StatusOr<int> OpenParentBeneath(const std::string& root, const std::string& path,
+                                      std::string* name) {
+  const std::filesystem::path p(path);
+  *name = p.filename().string();
+  if (name->empty() || *name == "." || *name == "..") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", EscapeControlCharacters(path), "' names no file"));
+  }
+  std::string parent = p.parent_path().string();
+  if (parent.empty()) parent = ".";
+  if (root.empty()) {
+    const int fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoError("cannot open directory", parent);
+    return fd;
+  }
+  return OpenBeneath(root, parent, O_RDONLY | O_DIRECTORY);
+}
+
+absl::Status RenameBeneath(const std::string& root, const std::string& from,
+                           const std::string& to) {
+  std::string from_name, to_name;
+  RM_ASSIGN_OR_RETURN(const int from_dir, OpenParentBeneath(root, from, &from_name));
+  absl::StatusOr<int> to_dir = OpenParentBeneath(root, to, &to_name);
+  if (!to_dir.ok()) {
+    ::close(from_dir);
+    return to_dir.status();
+  }
+  absl::Status s = absl::OkStatus();
+  if (::renameat(from_dir, from_name.c_str(), *to_dir, to_name.c_str()) != 0) {
+    s = ErrnoError(absl::StrCat("cannot rename ", from, " to"), to);
+  }
+  ::close(from_dir);
+  ::close(*to_dir);
+  return s;
+}
+
+namespace {
+
+// rm -rf of the entry `name` of `dirfd`; `shown` names it in errors.
+absl::Status RemoveAt(int dirfd, const std::string& name, const std::string& shown) {
+  struct stat st {};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return ErrnoError("cannot stat", shown);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    const int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return ErrnoError("cannot open directory", shown);
+    DIR* d = ::fdopendir(fd);
+    if (d == nullptr) {
+      absl::Status s = ErrnoError("cannot list", shown);
+      ::close(fd);
+      return s;
+    }
+    std::vector<std::string> children;
+    while (const dirent* e = ::readdir(d)) {
+      const std::string child = e->d_name;
+      if (child != "." && child != "..") children.push_back(child);
+    }
+    absl::Status s = absl::OkStatus();
+    for (const std::string& child : children) {
+      s.Update(RemoveAt(::dirfd(d), child, absl::StrCat(shown, "/", child)));
+    }
+    ::closedir(d);
+    if (!s.ok()) return s;
+    if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+      return ErrnoError("cannot remove directory", shown);
+    }
+    return absl::OkStatus();
+  }
+  if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) {
+    return ErrnoError("cannot remove", shown);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RemoveAllBeneath(const std::string& root, const std::string& path) {
+  std::string name;
+  absl::StatusOr<int> dir = OpenParentBeneath(root, path, &name);
+  if (!dir.ok()) {
+    // No parent, nothing to remove.
+    return absl::IsNotFound(dir.status()) ? absl::OkStatus() : dir.status();
+  }
+  absl::Status s = RemoveAt(*dir, name, path);
+  ::close(*dir);
+  return s;
+}
+
+absl::Status FsyncDirBeneath(const std::string& root, const std::string& dir) {
+  if (root.empty()) return FsyncDir(dir);
+  RM_ASSIGN_OR_RETURN(const int fd, OpenBeneath(root, dir, O_RDONLY | O_DIRECTORY));
+  absl::Status s = ::fsync(fd) == 0 ? absl::OkStatus() : ErrnoError("cannot fsync directory", dir);
+  ::close(fd);
+  return s;
+}
+
+void SetRefuseHardLinkedInputs(bool refuse) { g_refuse_linked_inputs.store(refuse); }
+
+absl::Status CheckInputLinks(const std::string& path, nlink_t links) {
+  if (links <= 1 || !g_refuse_linked_inputs.load()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(EscapeControlCharacters(path), ": has ", links,
+                   " hard links; a confined run (--allowed-root) reads no file that may be a "
+                   "hard link to one outside its root (copy the file instead of linking it)"));
 }
 
 }  // namespace ringmaster

@@ -49,6 +49,42 @@ std::optional<size_t> FindControlCharacter(std::string_view s);
 // (WriteFileAtomic in file_util.h and the ones here).
 absl::Status WriteSyncClose(int fd, int dirfd, const std::string& tmp, std::string_view data);
 
+// ---- Directory handles opened once (issue #31, finding 6) ----
+// A root named by path is opened again at every call above, so a directory swapped for a
+// symbolic link while the program runs redirects every later write. PinRoot opens `dir` once
+// (below `allowed_root` following no link when that is not empty, else by path) and keeps the
+// descriptor for the life of the process: every *Beneath call whose `root` is `dir` (the same
+// string, trailing '/' aside) resolves from that descriptor instead of the path. Pinning the
+// same `dir` again replaces the handle.
+absl::Status PinRoot(const std::string& dir, const std::string& allowed_root);
+bool IsPinnedRoot(const std::string& dir);
+// Drops every pinned root (tests).
+void UnpinRootsForTest();
+
+// The directory holding `path` below `root`, opened O_RDONLY | O_DIRECTORY through OpenBeneath
+// (through open(2) when `root` is empty), and the last component in *name; the caller closes it.
+absl::StatusOr<int> OpenParentBeneath(const std::string& root, const std::string& path,
+                                      std::string* name);
+
+// renameat(2) of `from` to `to`, both below `root`: neither parent is reached through a link,
+// and the names themselves are renamed, never followed.
+absl::Status RenameBeneath(const std::string& root, const std::string& from, const std::string& to);
+
+// rm -rf of `path` below `root` through directory descriptors (O_NOFOLLOW at every level): a
+// link met on the way is removed, never followed. A missing `path` is not an error.
+absl::Status RemoveAllBeneath(const std::string& root, const std::string& path);
+
+// fsync of the directory `dir` below `root`.
+absl::Status FsyncDirBeneath(const std::string& root, const std::string& dir);
+
+// Hard links (issue #31, finding 6b). A hard link to a file elsewhere cannot be told from the
+// file itself; a regular file with more than one link may be one. Appends (AppendFileBeneath)
+// always refuse such a file. Inputs are refused too once SetRefuseHardLinkedInputs(true) was
+// called (the trainer does when RINGMASTER_ALLOWED_ROOT confines it): OpenRegularFile then calls
+// CheckInputLinks on what it opened.
+void SetRefuseHardLinkedInputs(bool refuse);
+absl::Status CheckInputLinks(const std::string& path, nlink_t links);
+
 namespace internal {
 // OpenBeneath without openat2 (the fallback walk), for tests on kernels that have it.
 absl::StatusOr<int> OpenBeneathByWalk(const std::string& root, const std::string& path, int flags,

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "common/file_util.h"
 #include "gmock/gmock.h"
@@ -103,6 +105,66 @@ TEST(FindControlCharacterTest, FindsTheFirstControlByte) {
   EXPECT_EQ(FindControlCharacter("a\tb"), 1u);
   EXPECT_EQ(FindControlCharacter("a\x7f"), 1u);
   EXPECT_EQ(FindControlCharacter("caf\xc3\xa9"), std::nullopt);
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Issue #31, finding 6a: a pinned root keeps its directory when the path is swapped for a link
+// to somewhere else; every *Beneath call lands in the directory opened at PinRoot.
+TEST_F(OpenBeneathTest, PinnedRootSurvivesASwapForALink) {
+  const fs::path root = dir_ / "root", outside = dir_ / "outside";
+  fs::create_directories(root / "out");
+  fs::create_directories(outside);
+  const std::string out = (root / "out").string();
+  ASSERT_TRUE(PinRoot(out, root.string()).ok());
+  EXPECT_TRUE(IsPinnedRoot(out + "/"));
+  fs::rename(root / "out", root / "moved");
+  fs::create_directory_symlink(outside, root / "out");
+  EXPECT_TRUE(AppendFileBeneath(out, out + "/metrics.jsonl", "line\n").ok());
+  EXPECT_TRUE(MakeDirsBeneath(out, out + "/checkpoints/.tmp").ok());
+  EXPECT_TRUE(WriteFileAtomicBeneath(out, out + "/checkpoints/.tmp/a", "x").ok());
+  EXPECT_TRUE(RenameBeneath(out, out + "/checkpoints/.tmp", out + "/checkpoints/step-1").ok());
+  EXPECT_TRUE(RemoveAllBeneath(out, out + "/metrics.jsonl").ok());
+  EXPECT_TRUE(fs::is_empty(outside));
+  EXPECT_EQ(Slurp(root / "moved" / "checkpoints" / "step-1" / "a"), "x");
+  UnpinRootsForTest();
+  EXPECT_FALSE(IsPinnedRoot(out));
+}
+
+// RemoveAllBeneath removes a link met on the way, never what it points to.
+TEST_F(OpenBeneathTest, RemoveAllBeneathFollowsNoLink) {
+  const fs::path root = dir_ / "root", outside = dir_ / "outside";
+  fs::create_directories(root / "out" / "ckpt");
+  fs::create_directories(outside);
+  std::ofstream(outside / "victim") << "keep";
+  fs::create_directory_symlink(outside, root / "out" / "ckpt" / "link");
+  ASSERT_TRUE(RemoveAllBeneath(root.string(), (root / "out").string()).ok());
+  EXPECT_FALSE(fs::exists(root / "out"));
+  EXPECT_EQ(Slurp(outside / "victim"), "keep");
+  EXPECT_TRUE(RemoveAllBeneath(root.string(), (root / "missing").string()).ok());
+}
+
+// Issue #31, finding 6b: an append refuses a file with more than one link; a confined reader
+// refuses one as input.
+TEST_F(OpenBeneathTest, HardLinksAreNotAppendedToOrReadWhenRefused) {
+  const fs::path root = dir_ / "root", outside = dir_ / "outside";
+  fs::create_directories(root);
+  fs::create_directories(outside);
+  std::ofstream(outside / "victim") << "keep";
+  fs::create_hard_link(outside / "victim", root / "metrics.jsonl");
+  absl::Status s =
+      AppendFileBeneath(root.string(), (root / "metrics.jsonl").string(), "appended\n");
+  EXPECT_THAT(s.message(), HasSubstr("has 2 hard links"));
+  EXPECT_EQ(Slurp(outside / "victim"), "keep");
+  EXPECT_TRUE(ReadFile((root / "metrics.jsonl").string()).ok());
+  SetRefuseHardLinkedInputs(true);
+  absl::StatusOr<std::string> read = ReadFile((root / "metrics.jsonl").string());
+  SetRefuseHardLinkedInputs(false);
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(read.status().message(), HasSubstr("has 2 hard links"));
 }
 
 }  // namespace

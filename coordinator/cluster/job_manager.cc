@@ -2,6 +2,7 @@
 #include "coordinator/cluster/job_manager.h"
 
 #include <algorithm>
+#include <csignal>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +34,11 @@ std::string RankExitDetail(int global_rank, std::string_view node_id, const v1::
   std::string detail = absl::StrCat("rank ", global_rank, " on ", ToAbsl(node_id), " ", what);
   if (!r.last_error_line().empty()) absl::StrAppend(&detail, ": ", r.last_error_line());
   return detail;
+}
+
+// Signals of a fault in the process itself (not sent by someone else).
+bool IsFaultSignal(int signal) {
+  return signal == SIGSEGV || signal == SIGBUS || signal == SIGILL || signal == SIGFPE;
 }
 
 }  // namespace
@@ -406,6 +412,17 @@ absl::Status JobManager::OnRankReport(std::string_view node_id, const v1::RankPr
       }
       return HandleFailure({FailureKind::kRankExited, RankExitDetail(rank, node_id, r)});
     case v1::RANK_PROCESS_STATE_SIGNALED:
+      // A fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE) before any rank of the generation reported a
+      // step is taken for the job's own (a model or data file the trainer crashes on, issue #31):
+      // the job fails at the first one instead of crashing again on every restart. SIGKILL and
+      // SIGABRT (the OOM killer, an operator, an abort after a lost peer) still restart.
+      if (!progressed_ && IsFaultSignal(r.signal())) {
+        return HandleFailure(
+            {FailureKind::kDeterministicStartup,
+             absl::StrCat(RankExitDetail(rank, node_id, r),
+                          " before the first step; a crash there recurs on every restart, so the "
+                          "job is not restarted")});
+      }
       return HandleFailure({FailureKind::kRankExited, RankExitDetail(rank, node_id, r)});
     default:  // STOPPED (on our command) or unknown: nothing to do
       return absl::OkStatus();

@@ -3,6 +3,7 @@
 // must be in the database.
 #include "coordinator/cluster/job_manager.h"
 
+#include <csignal>
 #include <map>
 #include <memory>
 #include <string>
@@ -523,6 +524,41 @@ TEST_F(JobManagerTest, RestartBudgetExhaustedFails) {
   EXPECT_EQ(Stored(*job).state.phase, JobPhase::kFailed);
   EXPECT_EQ(Stored(*job).state.restarts, 1);
   EXPECT_THAT(Channel("a").StopGenerations(), ElementsAre(0, 1));
+}
+
+// Issue #31: a SIGSEGV before the first step (a file the trainer crashes on) spent every
+// restart on the same crash; it fails the job at once. After progress, or for SIGKILL, it is a
+// restart as before.
+TEST_F(JobManagerTest, FaultBeforeTheFirstStepFailsWithoutRestart) {
+  std::unique_ptr<JobManager> job = Submit("1", 1);
+  Join(*job, "a");
+  ASSERT_EQ(job->phase(), JobPhase::kRunning);
+  v1::RankProgress crashed = Report(*job, 0, v1::RANK_PROCESS_STATE_SIGNALED);
+  crashed.set_signal(SIGSEGV);
+  ASSERT_TRUE(job->OnRankReport("id-a", crashed).ok());
+  EXPECT_EQ(job->phase(), JobPhase::kFailed);
+  EXPECT_EQ(job->Status().last_failure(), v1::FAILURE_KIND_DETERMINISTIC_STARTUP);
+  EXPECT_THAT(job->Status().error(), HasSubstr("killed by signal 11 before the first step"));
+  EXPECT_EQ(Stored(*job).state.restarts, 0);
+}
+
+TEST_F(JobManagerTest, FaultAfterProgressOrKillBeforeItRestarts) {
+  std::unique_ptr<JobManager> job = Submit("1", 3);
+  Join(*job, "a");
+  v1::RankProgress killed = Report(*job, 0, v1::RANK_PROCESS_STATE_SIGNALED);
+  killed.set_signal(SIGKILL);
+  ASSERT_TRUE(job->OnRankReport("id-a", killed).ok());
+  ASSERT_EQ(job->phase(), JobPhase::kRendezvous);
+  Join(*job, "a");
+  ASSERT_EQ(job->phase(), JobPhase::kRunning);
+  v1::RankProgress running = Report(*job, 0, v1::RANK_PROCESS_STATE_RUNNING);
+  running.set_step(3);
+  ASSERT_TRUE(job->OnRankReport("id-a", running).ok());
+  v1::RankProgress crashed = Report(*job, 0, v1::RANK_PROCESS_STATE_SIGNALED);
+  crashed.set_signal(SIGSEGV);
+  ASSERT_TRUE(job->OnRankReport("id-a", crashed).ok());
+  EXPECT_EQ(job->phase(), JobPhase::kRendezvous);
+  EXPECT_EQ(Stored(*job).state.restarts, 2);
 }
 
 TEST_F(JobManagerTest, RefusedStartRanksFailsTheGeneration) {

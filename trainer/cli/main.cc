@@ -384,7 +384,8 @@ absl::Status Train(const Args& a) {
   absl::StatusOr<rt::TrainResult> run = (*trainer)->Run(&g_stop);
   // Resuming under changed settings would fail again on every restart.
   if (!run.ok() &&
-      (rt::IsSettingsChanged(run.status()) || rt::IsAllCheckpointsDamaged(run.status()))) {
+      (rt::IsSettingsChanged(run.status()) || rt::IsAllCheckpointsDamaged(run.status()) ||
+       rt::IsCheckpointOfAnotherModel(run.status()))) {
     g_bad_job = true;
   }
   RM_RETURN_IF_ERROR(run.status());

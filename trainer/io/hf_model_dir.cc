@@ -60,13 +60,6 @@ std::string StripTrailingSlashes(std::string dir) {
   return dir;
 }
 
-absl::Status RemoveAll(const std::string& path) {
-  std::error_code ec;
-  fs::remove_all(path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot remove ", path, ": ", ec.message()));
-  return absl::OkStatus();
-}
-
 // Writes all files of the export into `tmp` (which exists and is empty).
 absl::Status WriteExportFiles(const std::string& parent, const std::string& tmp,
                               const BertConfig& config, const ParamLayout& layout,
@@ -80,7 +73,8 @@ absl::Status WriteExportFiles(const std::string& parent, const std::string& tmp,
   }
   // transformers refuses a safetensors checkpoint whose metadata lacks "format" (it tells the
   // loader which framework's layout the tensors are in).
-  RM_RETURN_IF_ERROR(WriteSafetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}}));
+  RM_RETURN_IF_ERROR(
+      WriteSafetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}}, parent));
   RM_RETURN_IF_ERROR(WriteFileAtomicBeneath(parent, tmp + "/vocab.txt", tok.vocab_text));
   const int max_len =
       tok.model_max_length > 0 ? tok.model_max_length : config.max_position_embeddings;
@@ -329,10 +323,13 @@ absl::Status ExportHfModelDir(const std::string& dir_in, const BertConfig& confi
   const fs::path target(dir);
   std::string parent = target.parent_path().string();
   if (parent.empty()) parent = ".";
-  RM_RETURN_IF_ERROR(MakeDirs(parent));
+  // A pinned parent (the trainer's output.dir, issue #31) exists and is reached through its
+  // handle only: every step below goes through the *Beneath calls.
+  if (!IsPinnedRoot(parent)) RM_RETURN_IF_ERROR(MakeDirs(parent));
   const std::string tmp = absl::StrCat(dir, ".tmp-", ::getpid());
   const std::string old = absl::StrCat(dir, ".old-", ::getpid());
-  RM_RETURN_IF_ERROR(RemoveAll(tmp));  // left by an earlier crash of a process with our pid
+  // Left by an earlier crash of a process with our pid.
+  RM_RETURN_IF_ERROR(RemoveAllBeneath(parent, tmp));
   // Below the parent nothing is written through a link (issue #20): the export's files are
   // created in a directory made and reached without following links.
   RM_RETURN_IF_ERROR(MakeDirsBeneath(parent, tmp));
@@ -342,29 +339,28 @@ absl::Status ExportHfModelDir(const std::string& dir_in, const BertConfig& confi
     if (s.ok()) s = WriteFileAtomicBeneath(parent, absl::StrCat(tmp, "/", name), contents);
   }
   if (!s.ok()) {
-    RemoveAll(tmp).IgnoreError();
+    RemoveAllBeneath(parent, tmp).IgnoreError();
     return s;
   }
 
   std::error_code ec;
   bool moved_old = false;
-  if (fs::exists(target, ec)) {
-    RM_RETURN_IF_ERROR(RemoveAll(old));
-    if (std::rename(dir.c_str(), old.c_str()) != 0) {
-      s = ErrnoError("cannot move aside old", dir);
-      RemoveAll(tmp).IgnoreError();
+  if (fs::exists(target, ec) || fs::is_symlink(target, ec)) {
+    RM_RETURN_IF_ERROR(RemoveAllBeneath(parent, old));
+    if (s = RenameBeneath(parent, dir, old); !s.ok()) {
+      RemoveAllBeneath(parent, tmp).IgnoreError();
       return s;
     }
     moved_old = true;
   }
-  if (std::rename(tmp.c_str(), dir.c_str()) != 0) {
-    s = ErrnoError("cannot rename export into", dir);
-    if (moved_old) std::rename(old.c_str(), dir.c_str());  // best effort: put the old one back
-    RemoveAll(tmp).IgnoreError();
+  if (s = RenameBeneath(parent, tmp, dir); !s.ok()) {
+    // Best effort: put the old one back.
+    if (moved_old) RenameBeneath(parent, old, dir).IgnoreError();
+    RemoveAllBeneath(parent, tmp).IgnoreError();
     return s;
   }
-  RM_RETURN_IF_ERROR(FsyncDir(parent));
-  if (moved_old) RM_RETURN_IF_ERROR(RemoveAll(old));
+  RM_RETURN_IF_ERROR(FsyncDirBeneath(parent, parent));
+  if (moved_old) RM_RETURN_IF_ERROR(RemoveAllBeneath(parent, old));
   return absl::OkStatus();
 }
 

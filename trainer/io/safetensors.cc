@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/json_limits.h"
+#include "common/open_beneath.h"
 #include "common/status_macros.h"
 
 namespace ringmaster::trainer {
@@ -441,7 +442,8 @@ absl::Status SafetensorsReader::ReadFloat(const TensorInfo& t, float* out, size_
 }
 
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                              const std::map<std::string, std::string>& metadata) {
+                              const std::map<std::string, std::string>& metadata,
+                              const std::string& root) {
   // ordered_json keeps insertion order, so the header lists tensors in data order.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
@@ -492,11 +494,24 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorT
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
   const uint64_t header_len = header_text.size();
 
-  RM_RETURN_IF_ERROR(CheckReplaceableByRename(AT_FDCWD, path, path));
+  // The directory is opened once and everything below happens relative to it (a pinned root's
+  // handle under `root`: issue #31).
+  std::string name;
+  RM_ASSIGN_OR_RETURN(const int dirfd, OpenParentBeneath(root, path, &name));
+  if (absl::Status s = CheckReplaceableByRename(dirfd, name, path); !s.ok()) {
+    ::close(dirfd);
+    return s;
+  }
+  const std::string tmp_name = absl::StrCat(name, ".tmp.", ::getpid());
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   // O_NOFOLLOW: a link planted under the temporary name is not written through (issue #20).
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", tmp);
+  const int fd = ::openat(dirfd, tmp_name.c_str(),
+                          O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    absl::Status s = ErrnoError("cannot create", tmp);
+    ::close(dirfd);
+    return s;
+  }
   absl::Status s = WriteAll(fd, &header_len, 8, tmp);
   if (s.ok()) s = WriteAll(fd, header_text.data(), header_text.size(), tmp);
   for (size_t i = 0; s.ok() && i < tensors.size(); ++i) {
@@ -504,14 +519,14 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorT
   }
   if (s.ok() && ::fsync(fd) != 0) s = ErrnoError("cannot fsync", tmp);
   if (::close(fd) != 0 && s.ok()) s = ErrnoError("cannot close", tmp);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+  // renameat replaces the entry `name` itself, never a file a link there points to.
+  if (s.ok() && ::renameat(dirfd, tmp_name.c_str(), dirfd, name.c_str()) != 0) {
     s = ErrnoError("cannot rename into", path);
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
   }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  return FsyncDir(dir.empty() ? "." : dir);
+  if (!s.ok()) ::unlinkat(dirfd, tmp_name.c_str(), 0);
+  if (s.ok() && ::fsync(dirfd) != 0) s = ErrnoError("cannot fsync the directory of", path);
+  ::close(dirfd);
+  return s;
 }
 
 }  // namespace ringmaster::trainer

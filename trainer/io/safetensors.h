@@ -87,8 +87,11 @@ struct TensorToWrite {
 // header JSON is padded with spaces to a multiple of 8 bytes, as the reference implementation
 // does, so that the data buffer is 8-byte aligned in the file. Tensors are laid out in the
 // given order. Errors on duplicate names, the reserved name "__metadata__", negative dims, and
-// nbytes != numel * dtype size.
+// nbytes != numel * dtype size. With a non-empty `root` (which `path` lies below), the directory
+// is reached through OpenParentBeneath (open_beneath.h: no link followed, a pinned root's
+// handle) and the file created and renamed relative to it.
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                              const std::map<std::string, std::string>& metadata = {});
+                              const std::map<std::string, std::string>& metadata = {},
+                              const std::string& root = "");
 
 }  // namespace ringmaster::trainer

@@ -13,6 +13,7 @@ namespace {
 
 constexpr char kSettingsChangedPayload[] = "ringmaster.dev/settings-changed";
 constexpr char kAllCheckpointsDamagedPayload[] = "ringmaster.dev/all-checkpoints-damaged";
+constexpr char kAnotherModelPayload[] = "ringmaster.dev/checkpoint-of-another-model";
 constexpr char kNotSet[] = "(not set)";
 
 // Shortest text that reads back as the same value: 0.1 stays "0.1", and two values that differ
@@ -186,6 +187,32 @@ absl::Status AllCheckpointsDamaged(const std::vector<std::string>& damaged) {
 
 bool IsAllCheckpointsDamaged(const absl::Status& status) {
   return status.GetPayload(kAllCheckpointsDamagedPayload).has_value();
+}
+
+absl::Status CheckpointsWithoutManifest(const std::string& checkpoint_root,
+                                        const std::vector<std::string>& orphans) {
+  std::vector<std::string> names;
+  for (const std::string& o : orphans) {
+    names.push_back(std::filesystem::path(o).filename().string() + "/manifest.json");
+  }
+  absl::Status s = absl::DataLossError(absl::StrCat(
+      "no checkpoint of this run has its manifest: ", checkpoint_root, " holds ", orphans.size(),
+      " checkpoint director", orphans.size() == 1 ? "y" : "ies", " whose manifest is missing (",
+      absl::StrJoin(names, ", "), "); not training again from step 0 over them. Delete ",
+      checkpoint_root,
+      " (or set train.resume: never, or pass --overwrite) to start over, or restore the "
+      "manifests from a copy"));
+  s.SetPayload(kAllCheckpointsDamagedPayload, absl::Cord("1"));
+  return s;
+}
+
+absl::Status CheckpointOfAnotherModel(absl::Status status) {
+  status.SetPayload(kAnotherModelPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsCheckpointOfAnotherModel(const absl::Status& status) {
+  return status.GetPayload(kAnotherModelPayload).has_value();
 }
 
 }  // namespace ringmaster::trainer

@@ -66,4 +66,18 @@ bool IsSettingsChanged(const absl::Status& status);
 absl::Status AllCheckpointsDamaged(const std::vector<std::string>& damaged);
 bool IsAllCheckpointsDamaged(const absl::Status& status);
 
+// The failure of a resume that found checkpoint directories (`orphans`, oldest first) but not
+// one manifest (issue #31): starting over would overwrite them as silently as damaged ones. One
+// line naming the checkpoint directory and each directory lacking its manifest, and how to start
+// over. Marked like AllCheckpointsDamaged (IsAllCheckpointsDamaged is true): exit kExitBadJob.
+absl::Status CheckpointsWithoutManifest(const std::string& checkpoint_root,
+                                        const std::vector<std::string>& orphans);
+
+// `status` (the failure of reading a checkpoint written for another model: its fingerprint
+// differs from this job's) marked so that IsCheckpointOfAnotherModel knows it and
+// `ringmaster-trainer train` exits kExitBadJob: every restart would read the same checkpoint
+// (issue #31: it exited 1 and spent every restart).
+absl::Status CheckpointOfAnotherModel(absl::Status status);
+bool IsCheckpointOfAnotherModel(const absl::Status& status);
+
 }  // namespace ringmaster::trainer

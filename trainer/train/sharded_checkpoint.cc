@@ -337,11 +337,8 @@ absl::Status ValidateSaveArgs(int rank, int world_size, const CheckpointMeta& me
 absl::Status PrepareTmp(const std::string& output_dir, const std::string& root,
                         const std::string& tmp, const std::string& save_id) {
   RM_RETURN_IF_ERROR(MakeDirsBeneath(output_dir, root));
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat("cannot remove stale directory ", tmp, ": ", ec.message()));
+  if (absl::Status s = RemoveAllBeneath(output_dir, tmp); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot remove stale directory: ", s.message()));
   }
   RM_RETURN_IF_ERROR(MakeDirsBeneath(output_dir, tmp));
   return WriteFileAtomicBeneath(output_dir, Join(tmp, kSaveIdName), save_id);
@@ -372,7 +369,8 @@ absl::Status WriteShard(const std::string& output_dir, const std::string& tmp, i
       {"ranges", RangesToJson(mine.ranges).dump()}};
   // The directory is reached without links (the file itself is opened O_NOFOLLOW).
   RM_RETURN_IF_ERROR(MakeDirsBeneath(output_dir, tmp));
-  RM_RETURN_IF_ERROR(WriteSafetensors(path, tensors, metadata));  // fsyncs file and directory
+  // Fsyncs file and directory; reached through output_dir's handle (issue #31).
+  RM_RETURN_IF_ERROR(WriteSafetensors(path, tensors, metadata, output_dir));
   std::error_code ec;
   entry.bytes = fs::file_size(path, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", ec.message()));
@@ -431,10 +429,8 @@ void Prune(const std::string& output_dir, const std::string& just_written, int k
     if (fs::path(d) == fs::path(just_written) || (!kept.empty() && fs::path(d) == fs::path(kept))) {
       continue;
     }
-    std::error_code ec;
-    fs::remove_all(d, ec);
-    if (ec) {
-      LogWarning(absl::StrCat("cannot delete old checkpoint ", d, ": ", ec.message()));
+    if (absl::Status s = RemoveAllBeneath(output_dir, d); !s.ok()) {
+      LogWarning(absl::StrCat("cannot delete old checkpoint ", d, ": ", s.message()));
     } else {
       --count;
     }
@@ -474,23 +470,20 @@ absl::Status Commit(const std::string& output_dir, const std::string& root, cons
   const std::string aside = absl::StrCat(final_dir, ".old-", save_id);
   bool moved_aside = false;
   if (fs::exists(final_dir, ec)) {
-    // Same step saved again (e.g. a resumed run's final save): replace it.
-    fs::rename(final_dir, aside, ec);
-    if (ec) {
-      return absl::InternalError(
-          absl::StrCat("cannot move ", final_dir, " aside to ", aside, ": ", ec.message()));
+    // Same step saved again (e.g. a resumed run's final save): replace it. Renames go through
+    // output_dir's handle, so a checkpoints/ swapped for a link is refused (issue #31).
+    if (absl::Status s = RenameBeneath(output_dir, final_dir, aside); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("cannot move ", final_dir, " aside: ", s.message()));
     }
     moved_aside = true;
   }
-  fs::rename(tmp, final_dir, ec);
-  if (ec) {
-    const std::string msg =
-        absl::StrCat("cannot rename ", tmp, " into ", final_dir, ": ", ec.message());
-    if (moved_aside) fs::rename(aside, final_dir, ec);
-    return absl::InternalError(msg);
+  if (absl::Status s = RenameBeneath(output_dir, tmp, final_dir); !s.ok()) {
+    if (moved_aside) RenameBeneath(output_dir, aside, final_dir).IgnoreError();
+    return s;
   }
-  RM_RETURN_IF_ERROR(FsyncDir(root));
-  if (moved_aside) fs::remove_all(aside, ec);
+  RM_RETURN_IF_ERROR(FsyncDirBeneath(output_dir, root));
+  if (moved_aside) RemoveAllBeneath(output_dir, aside).IgnoreError();
   Prune(output_dir, final_dir, keep,
         meta.protected_step >= 0 ? Join(root, StepName(meta.protected_step)) : std::string());
   return absl::OkStatus();
@@ -553,8 +546,7 @@ absl::Status SaveShardedCheckpoint(const std::string& output_dir, int rank, int 
     }
     if (!local.ok()) {
       // Every rank is past its writes: the partial directory can go.
-      std::error_code ec;
-      fs::remove_all(tmp, ec);
+      RemoveAllBeneath(output_dir, tmp).IgnoreError();
     }
   }
   if (absl::Status s = sync(3); !s.ok()) {
@@ -581,7 +573,11 @@ std::string ShardedCheckpointDir(const std::string& output_dir, int64_t step) {
   return Join(CheckpointRoot(output_dir), StepName(step));
 }
 
-std::vector<std::string> ListShardedCheckpoints(const std::string& output_dir) {
+namespace {
+
+// step-<n> directories under output_dir/checkpoints whose manifest.json is (`with_manifest`) or
+// is not there, oldest first.
+std::vector<std::string> ListStepDirs(const std::string& output_dir, bool with_manifest) {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
   const fs::path root = CheckpointRoot(output_dir);
@@ -594,15 +590,24 @@ std::vector<std::string> ListShardedCheckpoints(const std::string& output_dir) {
     const char* last = n.data() + n.size();
     const auto [p, err] = std::from_chars(first, last, step);
     if (err != std::errc() || p != last || *first == '-' || *first == '+') continue;
-    if (!fs::is_directory(e.path(), ec) || !fs::is_regular_file(e.path() / kManifestName, ec)) {
-      continue;
-    }
+    if (!fs::is_directory(e.path(), ec)) continue;
+    if (fs::is_regular_file(e.path() / kManifestName, ec) != with_manifest) continue;
     found.emplace_back(step, e.path().string());
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> out;
   for (auto& [step, path] : found) out.push_back(std::move(path));
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> ListShardedCheckpoints(const std::string& output_dir) {
+  return ListStepDirs(output_dir, true);
+}
+
+std::vector<std::string> ListCheckpointsWithoutManifest(const std::string& output_dir) {
+  return ListStepDirs(output_dir, false);
 }
 
 absl::StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& dir) {

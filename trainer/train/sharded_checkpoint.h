@@ -88,6 +88,12 @@ std::string ShardedCheckpointDir(const std::string& output_dir, int64_t step);
 // directories ignored), oldest (lowest step) first.
 std::vector<std::string> ListShardedCheckpoints(const std::string& output_dir);
 
+// Checkpoint directories under `output_dir` named like a complete one (step-<n>) that hold no
+// manifest.json, oldest first: a committed checkpoint always has one (it is written before the
+// rename), so these lost it afterwards (issue #31: with every manifest deleted a run retrained
+// from step 0 over them).
+std::vector<std::string> ListCheckpointsWithoutManifest(const std::string& output_dir);
+
 struct LoadedShard {
   CheckpointMeta meta;
   std::vector<float> params, exp_avg, exp_avg_sq;  // want.local_numel() each

@@ -48,10 +48,10 @@ absl::Status TrainLoop::StartOver() {
     for (const std::string& name : names) {
       std::error_code ec;
       if (!fs::exists(out / name, ec)) continue;
-      fs::remove_all(out / name, ec);
-      if (ec) {
-        return absl::InternalError(absl::StrCat("train.resume: never: cannot remove ",
-                                                (out / name).string(), ": ", ec.message()));
+      // Through output.dir's handle, following no link (issue #31).
+      if (absl::Status s = RemoveAllBeneath(job_.output.dir, (out / name).string()); !s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat("train.resume: never: cannot remove: ", s.message()));
       }
       removed.push_back(name);
     }
@@ -73,7 +73,9 @@ absl::Status TrainLoop::RestoreLatest() {
   std::vector<std::string> damaged;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     absl::StatusOr<LoadedShard> d = engine_->ReadCheckpoint(*it);
-    if (!d.ok() && d.status().code() == absl::StatusCode::kFailedPrecondition) return d.status();
+    if (!d.ok() && d.status().code() == absl::StatusCode::kFailedPrecondition) {
+      return CheckpointOfAnotherModel(d.status());
+    }
     if (d.ok()) {
       // Every rank reads the same manifest, so every rank decides alike.
       RunSettings recorded = d->meta.settings;
@@ -151,6 +153,14 @@ absl::Status TrainLoop::RestoreLatest() {
   }
   // Checkpoints exist but none could be read: a fresh start would overwrite them one by one.
   if (!damaged.empty()) return AllCheckpointsDamaged(damaged);
+  // Checkpoint directories whose manifests were all deleted: the same, said as such.
+  if (all.empty()) {
+    const std::vector<std::string> orphans = ListCheckpointsWithoutManifest(job_.output.dir);
+    if (!orphans.empty()) {
+      return CheckpointsWithoutManifest((fs::path(job_.output.dir) / "checkpoints").string(),
+                                        orphans);
+    }
+  }
   return absl::OkStatus();
 }
 

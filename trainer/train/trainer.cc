@@ -1,5 +1,7 @@
 #include "trainer/train/trainer.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -72,6 +74,21 @@ absl::Status MakeOutputDir(const std::string& dir) {
                        " is a symbolic link; the trainer writes there and follows no link "
                        "(remove it)"));
     }
+  }
+  // metrics.jsonl is appended to: a hard link planted there (to a file outside the root) would
+  // receive the lines (issue #31, finding 6b). AppendFileBeneath refuses it at every line too.
+  struct stat st {};
+  const std::string metrics = (fs::path(dir) / "metrics.jsonl").string();
+  if (::lstat(metrics.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output.dir: ", metrics, " has ", st.st_nlink,
+        " hard links; it may be a link to a file elsewhere and the trainer appends to it "
+        "(remove it)"));
+  }
+  // From here on everything below output.dir is reached from this one handle: a directory
+  // swapped for a link later cannot redirect the run's writes (issue #31, finding 6a).
+  if (absl::Status s = PinRoot(dir, root != nullptr ? root : ""); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("output.dir: ", s.message()));
   }
   return absl::OkStatus();
 }
@@ -287,6 +304,11 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, DistContext* dist,
                                                          const CudaEngineFactory& cuda) {
   std::unique_ptr<Trainer> t(new Trainer());
+  // Confined by an agent's --allowed-root: no input is read through a hard link, which may be
+  // one to a file outside the root (issue #31, finding 6b).
+  if (const char* root = std::getenv("RINGMASTER_ALLOWED_ROOT"); root != nullptr && *root) {
+    SetRefuseHardLinkedInputs(true);
+  }
   // The job's settings first: a wrong one fails before anything is loaded.
   const bool on_cuda = job.train.device == jobspec::Device::kCuda;
   if (on_cuda && !cuda) {
@@ -383,7 +405,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
   // The engine holds the parameters now (only a shard of them under full_shard).
   std::vector<float>().swap(model.params);
   // output.dir/job.yaml is the loop's to write, once it has decided to train (resume_policy.h).
-  if (leader) RM_RETURN_IF_ERROR(MakeOutputDir(job.output.dir));
+  // Every rank opens output.dir once (its shards are written there too).
+  RM_RETURN_IF_ERROR(MakeOutputDir(job.output.dir));
   const std::string columns_json = nlohmann::json{{"text_column", table.text_column},
                                                   {"text_pair_column", table.text_pair_column},
                                                   {"label_column", table.label_column}}
