@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -529,7 +530,11 @@ TEST_F(ClusterTest, GetLogsAsksTheAgentThatRanTheRankAndWaitsForItsAnswer) {
   req.set_job_id(job);
   req.set_rank(1);  // b's: nodes are ordered by name
   absl::StatusOr<v1::GetLogsResponse> got = absl::UnknownError("not run");
-  std::thread asker([&] { got = cluster_->GetLogs(req, absl::Seconds(60)); });
+  std::atomic<bool> answered{false};
+  std::thread asker([&] {
+    got = cluster_->GetLogs(req, absl::Seconds(60));
+    answered = true;
+  });
   std::optional<v1::CoordinatorMessage> ask;
   const absl::Time until = absl::Now() + absl::Seconds(30);  // bounds a broken test only
   while (!ask && absl::Now() < until) {
@@ -548,6 +553,13 @@ TEST_F(ClusterTest, GetLogsAsksTheAgentThatRanTheRankAndWaitsForItsAnswer) {
   forged.add_logs()->set_command_id(ask->command_id());
   forged.mutable_logs(0)->set_data("FORGED\x1b[2J\n");
   ASSERT_TRUE(cluster_->OnAgentMessage(forged).ok());
+  // Had it been taken, the asker would return with it now (it did before the fix); give it
+  // half a second to, which passes either way when the answer is refused.
+  for (const absl::Time stop = absl::Now() + absl::Milliseconds(500);
+       !answered && absl::Now() < stop;) {
+    std::this_thread::yield();
+  }
+  EXPECT_FALSE(answered) << "GetLogs returned with another node's answer";
   v1::AgentMessage m;
   m.set_node_id(b);
   v1::LogTail* t = m.add_logs();
