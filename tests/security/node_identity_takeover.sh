@@ -9,6 +9,8 @@
 #      work dir, registers as the same node again.
 #   2. the coordinator stopped for 12 s and restarted: the rogue, registering "good" at once, is
 #      refused; good is Ready as the same node within 8 s of the coordinator answering again.
+#      Then with good's agent stopped across a coordinator restart: the rogue is refused (the
+#      restored node's secret digest), and good, started again, gets its node back.
 #   3. `ringmaster nodes forget good`: refused with the join token, refused while good is
 #      connected; with good stopped it frees the name and the rogue may register it.
 # Before the fix the rogue got good's node in 1 and 2 (a new secret, good's next StartRanks),
@@ -36,15 +38,16 @@ stop_good() {
   kill -TERM "${AGENT_PID[good]}"
   timeout 30 tail --pid="${AGENT_PID[good]}" -f /dev/null || fail "the good agent did not stop"
 }
-# rogue_refused WHAT: the rogue's registration of "good" must be refused with PERMISSION_DENIED
+# rogue_refused WHAT [WHY]: the rogue's registration of "good" must be refused with
+# PERMISSION_DENIED, the message matching WHY (default: the agent is away)
 rogue_refused() {
-  local rc=0
+  local rc=0 why=${2:-"is registered; registering it again without node secret"}
   "$ROGUE" register --name good --address 127.0.0.1 --previous-node-id "$id" >"$work/rogue.out" 2>&1 ||
     rc=$?
   tail -n 1 "$work/rogue.out"
   ((rc == 2)) || fail "$1: the rogue registered good (rogue exit $rc)"
-  grep -q "^refused: 7: node good ($id) is registered; registering it again without node secret" \
-    "$work/rogue.out" || fail "$1: not PERMISSION_DENIED saying why"
+  grep -Eq "^refused: 7: node good \($id\) ($why)" "$work/rogue.out" ||
+    fail "$1: not PERMISSION_DENIED saying why"
 }
 
 # ---- 1. while good's agent is away
@@ -65,12 +68,23 @@ timeout 30 tail --pid="$COORD_PID" -f /dev/null || fail "the coordinator did not
 sleep 12
 start_coordinator
 back=$SECONDS
-rogue_refused "just after the coordinator's restart"
+# good may be back already (then it is connected), or not yet: refused either way.
+rogue_refused "just after the coordinator's restart" \
+  "is registered; registering it again without node secret|has a connected agent"
 wait_until 30 "agent good Ready after the restart" ready_as "$id" ||
   fail "good did not get its node back after the restart"
 took=$((SECONDS - back))
 echo "restart: the rogue refused; good Ready as $id ${took} s after the coordinator answered"
 ((took < 8)) || fail "good took ${took} s to reconnect; at most 8 s expected"
+# The name held for an agent that is not back yet: the restored node's secret digest.
+stop_good
+kill -TERM "$COORD_PID"
+timeout 30 tail --pid="$COORD_PID" -f /dev/null || fail "the coordinator did not stop"
+start_coordinator
+rogue_refused "after a restart, good's agent away"
+start_agent good --address 127.0.0.1 --throughput off
+wait_until 30 "agent good Ready again" ready_as "$id" || fail "good did not get its node $id back"
+echo "restart with good away: the rogue refused; good restarted and Ready as $id again"
 
 # ---- 3. ringmaster nodes forget
 rc=0
