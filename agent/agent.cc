@@ -1,8 +1,10 @@
 #include "agent/agent.h"
 
+#include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "agent/node_identity.h"
 #include "common/log.h"
 #include "google/protobuf/util/time_util.h"
 
@@ -20,7 +22,20 @@ Agent::Agent(AgentOptions options, CoordinatorLink* link, RankSupervisor* ranks,
       link_(link),
       ranks_(ranks),
       now_(std::move(now)),
-      heartbeat_(options_.default_heartbeat) {}
+      heartbeat_(options_.default_heartbeat) {
+  if (!options_.identity_file.empty()) {
+    std::string why;
+    if (std::optional<NodeIdentity> id =
+            LoadNodeIdentity(options_.identity_file, options_.inventory.node_name(), &why)) {
+      node_id_ = id->node_id;
+      node_secret_ = id->secret;
+      LogInfo(absl::StrCat("registering as node ", node_id_, " again (identity from ",
+                           options_.identity_file, ")"));
+    } else if (!why.empty()) {
+      LogWarning(absl::StrCat("node identity: ", why));
+    }
+  }
+}
 
 absl::Status Agent::Connect() {
   stream_.reset();
@@ -36,6 +51,16 @@ absl::Status Agent::Connect() {
   if (resp->node_id().empty()) return absl::InternalError("Register returned no node id");
   node_id_ = resp->node_id();
   node_secret_ = resp->node_secret();
+  if (!options_.identity_file.empty()) {
+    if (absl::Status st = SaveNodeIdentity(options_.identity_file, options_.inventory.node_name(),
+                                           {node_id_, node_secret_});
+        !st.ok()) {
+      LogWarning(
+          absl::StrCat("cannot keep the node identity (an agent restart will need "
+                       "`ringmaster nodes forget`): ",
+                       st.message()));
+    }
+  }
   const absl::Duration hb = FromProto(resp->heartbeat_interval());
   if (hb > absl::ZeroDuration()) heartbeat_ = std::max(hb, absl::Milliseconds(50));
   absl::StatusOr<std::unique_ptr<HeartbeatStream>> s = link_->OpenHeartbeat();
@@ -166,6 +191,14 @@ bool Agent::Step(absl::Duration wait) {
   return true;
 }
 
+absl::Duration Agent::RetryDelay(const absl::Status& why, absl::Duration backoff) {
+  const bool unreachable = absl::IsUnavailable(why) || absl::IsDeadlineExceeded(why);
+  if (!unreachable || backoff <= options_.unreachable_retry_max) return backoff;
+  // Jittered, so that the agents of a restarted coordinator do not all call at once.
+  std::uniform_real_distribution<double> jitter(0.5, 1.0);
+  return options_.unreachable_retry_max * jitter(rng_);
+}
+
 void Agent::Run(const std::atomic<bool>* stop) {
   absl::Duration backoff = options_.backoff_min;
   const absl::Duration tick = absl::Milliseconds(200);
@@ -173,10 +206,11 @@ void Agent::Run(const std::atomic<bool>* stop) {
     if (!stream_) {
       absl::Status s = Connect();
       if (!s.ok()) {
+        const absl::Duration wait = RetryDelay(s, backoff);
         LogWarning(absl::StrCat("cannot reach the coordinator: ", s.message(), "; retrying in ",
-                                absl::FormatDuration(backoff)));
+                                absl::FormatDuration(wait)));
         // Keep supervising the ranks while waiting.
-        const absl::Time until = now_() + backoff;
+        const absl::Time until = now_() + wait;
         while (!stop->load() && now_() < until) {
           ranks_->Tick(now_());
           std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -3,8 +3,9 @@
 // per heartbeat interval (and at once when a rank changes state or a command is done).
 //
 // When the coordinator goes away (the stream breaks, Register fails) the ranks keep running; the
-// agent registers again with the same node name and its previous node id, with exponential
-// backoff, and reports them on the new stream.
+// agent registers again with the same node name, its previous node id and the node's secret (kept
+// in identity_file across agent restarts), with exponential backoff (at most
+// unreachable_retry_max while the coordinator is unreachable), and reports them on the new stream.
 //
 // Step() is one iteration and takes its time from the injected clock, so tests drive the agent
 // with a fake link and a FakeLauncher without threads or sleeps. Run() is the real loop.
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,13 @@ struct AgentOptions {
   absl::Duration default_heartbeat = absl::Seconds(2);  // until the coordinator says otherwise
   absl::Duration backoff_min = absl::Milliseconds(250);
   absl::Duration backoff_max = absl::Seconds(10);
+  // While the coordinator cannot be reached at all (Register UNAVAILABLE or timing out), retry at
+  // least this often (with jitter: 50-100% of it), so that an agent is back within a few seconds
+  // of a coordinator restart (issue #31: it took 24 s behind a 10 s backoff).
+  absl::Duration unreachable_retry_max = absl::Seconds(2);
+  // Where the node id and secret of the latest registration are kept across agent restarts
+  // (agent/node_identity.h); empty: in memory only.
+  std::string identity_file;
   absl::Duration shutdown_grace = absl::Seconds(20);  // SIGTERM → SIGKILL when the agent stops
 };
 
@@ -60,6 +69,9 @@ class Agent {
 
  private:
   void Handle(const v1::CoordinatorMessage& msg);
+  // How long Run waits before registering again after `why`: `backoff`, at most
+  // unreachable_retry_max (jittered) while the coordinator is unreachable.
+  absl::Duration RetryDelay(const absl::Status& why, absl::Duration backoff);
   bool SendReport();
 
   AgentOptions options_;
@@ -77,6 +89,7 @@ class Agent {
   std::vector<v1::CommandError> errors_;
   std::vector<v1::LogTail> logs_;  // answers to SendLogs, sent with the next report
   AgentMetrics* metrics_ = nullptr;
+  std::minstd_rand rng_{std::random_device{}()};  // RetryDelay's jitter
 };
 
 }  // namespace ringmaster::agent

@@ -41,6 +41,7 @@ class FakeLink final : public CoordinatorLink {
     if (!up) return absl::UnavailableError("connection refused");
     v1::RegisterResponse resp;
     resp.set_node_id("node-7");
+    resp.set_node_secret("secret-" + std::to_string(registers.size()));
     resp.mutable_heartbeat_interval()->set_seconds(5);
     return resp;
   }
@@ -103,6 +104,33 @@ TEST_F(AgentTest, RegistersAndOpensTheStreamWithAReport) {
   ASSERT_EQ(link_.stream->written.size(), 1u);
   EXPECT_EQ(link_.stream->written[0].node_id(), "node-7");
   EXPECT_EQ(link_.stream->written[0].seq(), 1u);
+}
+
+// Issue #31: the coordinator gives a known name back only with the node's secret, so the agent
+// keeps it in its work dir (0600) and a restarted agent registers with it.
+TEST_F(AgentTest, ARestartedAgentRegistersWithTheSecretKeptInItsWorkDir) {
+  fs::create_directories(dir_);
+  AgentOptions ao;
+  ao.inventory.set_node_name("box-1");
+  ao.identity_file = (dir_ / "node-identity").string();
+  {
+    Agent first(ao, &link_, sup_.get(), [this] { return now_; });
+    ASSERT_TRUE(first.Connect().ok());
+    EXPECT_EQ(link_.registers.back().previous_node_secret(), "");
+  }
+  const fs::perms mode = fs::status(ao.identity_file).permissions();
+  EXPECT_EQ(mode & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  Agent restarted(ao, &link_, sup_.get(), [this] { return now_; });
+  EXPECT_EQ(restarted.node_id(), "node-7");
+  ASSERT_TRUE(restarted.Connect().ok());
+  EXPECT_EQ(link_.registers.back().previous_node_id(), "node-7");
+  EXPECT_EQ(link_.registers.back().previous_node_secret(), "secret-1");
+  // The file now holds the newest secret; another node name does not use it.
+  ao.inventory.set_node_name("box-2");
+  Agent other(ao, &link_, sup_.get(), [this] { return now_; });
+  EXPECT_EQ(other.node_id(), "");
+  ASSERT_TRUE(other.Connect().ok());
+  EXPECT_EQ(link_.registers.back().previous_node_secret(), "");
 }
 
 TEST_F(AgentTest, CarriesOutCommandsAndAcksAtOnce) {

@@ -100,6 +100,14 @@ GrpcCoordinatorLink::~GrpcCoordinatorLink() = default;
 absl::StatusOr<v1::RegisterResponse> GrpcCoordinatorLink::Register(
     const v1::RegisterRequest& request) {
   auto stub = v1::AgentService::NewStub(channel_);
+  // A channel whose connection failed waits out gRPC's reconnect backoff before it tries again,
+  // and until then fails every call at once: the agent came back 16-24 s after its coordinator
+  // did (issue #31). The agent paces its own attempts (Agent::RetryDelay), so each one starts a
+  // connection now and gives it up to 2 s.
+  if (channel_->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
+    grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
+    channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   security::AttachToken(&ctx, join_token_);

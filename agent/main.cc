@@ -2,6 +2,7 @@
 // the trainer ranks it is told to run, and reports on them (see agent.h).
 //
 //   ringmaster-agent --coordinator HOST:PORT --trainer PATH --work-dir DIR [--name NAME]
+//                    [--identity-file FILE]
 //                    [--rack LABEL] [--address ADDR]... [--inventory-override GPUS]
 //                    [--log-max-bytes N] [--log-keep N] [--throughput auto|off|SAMPLES_PER_S]
 //                    [--metrics-listen HOST:PORT] [--metrics-insecure-public]
@@ -89,6 +90,9 @@ int main(int argc, char** argv) {
   fs.Value("--work-dir", "DIR", nullptr, "required",
            "where rank logs, status files and the throughput cache go (created)");
   fs.Value("--name", "NAME", nullptr, "the host name", "this node's name");
+  fs.Value("--identity-file", "FILE", nullptr, "<work dir>/node-identity",
+           "where the node id and secret are kept (0600) so that a restarted agent takes its\n"
+           "node back; lost, the name is refused until `ringmaster nodes forget NAME`");
   fs.Value("--rack", "LABEL", nullptr, "none", "rack label, for placement");
   fs.List("--address", "ADDR", &addresses,
           "an address ranks on other nodes reach this node at (default: the host's\n"
@@ -124,9 +128,9 @@ int main(int argc, char** argv) {
   }
   std::map<std::string, std::string> flags;
   for (const char* name :
-       {"--coordinator", "--trainer", "--work-dir", "--name", "--rack", "--inventory-override",
-        "--log-max-bytes", "--log-keep", "--throughput", "--metrics-listen", "--tls-ca",
-        "--tls-cert", "--tls-key", "--tls-server-name", "--join-token-file"}) {
+       {"--coordinator", "--trainer", "--work-dir", "--name", "--identity-file", "--rack",
+        "--inventory-override", "--log-max-bytes", "--log-keep", "--throughput", "--metrics-listen",
+        "--tls-ca", "--tls-cert", "--tls-key", "--tls-server-name", "--join-token-file"}) {
     if (std::optional<std::string> v = fs.value(name)) flags[name] = *v;
   }
   for (const char* required : {"--coordinator", "--trainer", "--work-dir"}) {
@@ -240,6 +244,10 @@ int main(int argc, char** argv) {
   link.set_target({flags["--coordinator"], insecure_loopback, "--coordinator"});
   ra::AgentOptions aopts;
   aopts.inventory = *inv;
+  // The node secret across agent restarts (agent/node_identity.h).
+  aopts.identity_file = flags.count("--identity-file")
+                            ? std::filesystem::absolute(flags["--identity-file"], ec).string()
+                            : work_dir + "/node-identity";
   ra::Agent agent(aopts, &link, &ranks, [] { return absl::Now(); });
   // /metrics: the agent's own state, its GPUs (NVML, where a driver is installed) and every
   // local rank's figures (docs/metrics.md).

@@ -152,6 +152,13 @@ int CmdNodes(CoordinatorClient& client, CliIo& io) {
   return 0;
 }
 
+int CmdNodesForget(CoordinatorClient& client, const std::string& node_name, CliIo& io) {
+  if (absl::Status st = client.ForgetNode(node_name); !st.ok()) return Error(io, st);
+  Print(io.out, absl::StrCat("node ", node_name,
+                             " forgotten: the next agent to register that name takes it\n"));
+  return 0;
+}
+
 int CmdLogs(CoordinatorClient& client, const std::string& job_id, int rank, uint32_t max_bytes,
             CliIo& io) {
   v1::GetLogsRequest req;

@@ -31,6 +31,9 @@ int CmdStatus(CoordinatorClient& client, const std::string& job_id, CliIo& io);
 int CmdList(CoordinatorClient& client, CliIo& io);
 int CmdCancel(CoordinatorClient& client, const std::string& job_id, CliIo& io);
 int CmdNodes(CoordinatorClient& client, CliIo& io);
+// Frees the name of a node whose agent is away, so that a new agent may register it (the
+// recovery when an agent lost the node secret in its work dir).
+int CmdNodesForget(CoordinatorClient& client, const std::string& node_name, CliIo& io);
 // There is no RPC for logs: says where each rank's log lies on its node.
 // The end of a rank's log (at most max_bytes; 0: the coordinator's default of 64 KiB), fetched
 // through the coordinator from the agent that ran it.

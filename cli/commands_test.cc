@@ -39,6 +39,12 @@ class FakeClient final : public CoordinatorClient {
     return logs;
   }
   v1::GetLogsRequest last_logs_request;
+  absl::Status ForgetNode(const std::string& name) override {
+    forgotten.push_back(name);
+    return forget;
+  }
+  std::vector<std::string> forgotten;
+  absl::Status forget = absl::OkStatus();
   absl::StatusOr<v1::GetLogsResponse> logs = absl::NotFoundError("no logs");
   absl::Status WatchJob(const std::string&, const std::function<void(const v1::JobStatus&)>& f,
                         const std::function<bool()>&) override {
@@ -217,6 +223,19 @@ TEST(Commands, LogsPrintsTheRanksLogTailAndSaysWhenItIsCut) {
   Captured cap2;
   EXPECT_EQ(CmdLogs(c, "job-1", 2, 0, cap2.io), 1);
   EXPECT_THAT(Captured::Text(cap2.err), HasSubstr("not connected"));
+}
+
+TEST(Commands, NodesForgetAsksTheCoordinatorAndSaysWhy) {
+  FakeClient c;
+  Captured cap;
+  EXPECT_EQ(CmdNodesForget(c, "gpu-3", cap.io), 0);
+  EXPECT_EQ(c.forgotten, std::vector<std::string>{"gpu-3"});
+  EXPECT_THAT(Captured::Text(cap.out), HasSubstr("node gpu-3 forgotten"));
+  c.forget =
+      absl::FailedPreconditionError("forget: node gpu-3 (node-000004) has a connected agent");
+  Captured cap2;
+  EXPECT_EQ(CmdNodesForget(c, "gpu-3", cap2.io), 1);
+  EXPECT_THAT(Captured::Text(cap2.err), HasSubstr("has a connected agent"));
 }
 
 }  // namespace

@@ -20,6 +20,10 @@ class CoordinatorClient {
                                                   const std::string& reason) = 0;
   virtual absl::StatusOr<v1::ListNodesResponse> ListNodes() = 0;
   virtual absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& req) = 0;
+  // Frees a node name whose agent is away (`ringmaster nodes forget`); the submit token's call.
+  virtual absl::Status ForgetNode(const std::string& node_name) {
+    return absl::UnimplementedError("ForgetNode: not supported by this client (" + node_name + ")");
+  }
   // Calls `on_status` with the job's status and every change until a terminal phase (OK), an
   // error, or `cancelled()` returning true (Cancelled). `cancelled` is polled, at least every
   // 200 ms.

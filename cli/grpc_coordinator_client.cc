@@ -132,6 +132,16 @@ absl::StatusOr<v1::GetLogsResponse> GrpcCoordinatorClient::GetLogs(const v1::Get
   return resp;
 }
 
+absl::Status GrpcCoordinatorClient::ForgetNode(const std::string& node_name) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx);
+  v1::ForgetNodeRequest req;
+  req.set_node_name(node_name);
+  v1::ForgetNodeResponse resp;
+  if (grpc::Status s = impl_->stub->ForgetNode(&ctx, req, &resp); !s.ok()) return impl_->Error(s);
+  return absl::OkStatus();
+}
+
 absl::Status GrpcCoordinatorClient::WatchJob(
     const std::string& job_id, const std::function<void(const v1::JobStatus&)>& on_status,
     const std::function<bool()>& cancelled) {

@@ -38,6 +38,7 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
                                           const std::string& reason) override;
   absl::StatusOr<v1::ListNodesResponse> ListNodes() override;
   absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& req) override;
+  absl::Status ForgetNode(const std::string& node_name) override;
   absl::Status WatchJob(const std::string& job_id,
                         const std::function<void(const v1::JobStatus&)>& on_status,
                         const std::function<bool()>& cancelled) override;

@@ -1,6 +1,7 @@
 // ringmaster: the command line for a Ringmaster cluster.
 //
 //   ringmaster submit JOB.yaml [--follow] | status JOB | list | cancel JOB | nodes
+//   ringmaster nodes forget NAME                (frees the name of a node whose agent is away)
 //   ringmaster logs JOB --rank N [--bytes B]   (the end of a rank's log)
 //   ringmaster local [JOB.yaml] [--nodes N] [--procs-per-node M] ...
 //   ringmaster --help | COMMAND --help | --version
@@ -56,7 +57,12 @@ void DefineFlags(ringmaster::FlagSet& f, Options* o) {
   f.AddCommand("status", "JOB", "One job's state, progress and ranks.");
   f.AddCommand("list", "", "Every job the coordinator knows.");
   f.AddCommand("cancel", "JOB", "Stops a job's ranks; it ends Cancelled.");
-  f.AddCommand("nodes", "", "The agents registered with the coordinator and their GPUs.");
+  f.AddCommand("nodes", "[forget NAME]",
+               "The agents registered with the coordinator and their GPUs.",
+               "nodes forget NAME: frees the name of a node whose agent is away, so that a new\n"
+               "agent may register it. A known name is otherwise taken back only with the node\n"
+               "secret its agent keeps in its work dir (lost with that dir). Needs the submit\n"
+               "token; refused while the node's agent is connected or a job holds it.");
   f.AddCommand("logs", "JOB --rank N", "The end of one rank's log, fetched from its node.");
   f.AddCommand("local", "[JOB.yaml]",
                "Runs a job on this machine: a coordinator, agents and trainers, then stops them.",
@@ -232,6 +238,11 @@ int main(int argc, char** argv) {
   if (cmd == "status" || cmd == "cancel") {
     if (pos.size() != 1) return Usage(absl::StrCat(cmd, " needs a job id"));
     return cmd == "status" ? rc::CmdStatus(client, pos[0], io) : rc::CmdCancel(client, pos[0], io);
+  }
+  if (cmd == "nodes" && !pos.empty()) {
+    if (pos.size() != 2 || pos[0] != "forget")
+      return Usage("nodes takes no arguments, or forget NAME");
+    return rc::CmdNodesForget(client, pos[1], io);
   }
   if (cmd == "list" || cmd == "nodes") {
     if (!pos.empty()) return Usage(absl::StrCat(cmd, " takes no arguments"));

@@ -105,6 +105,14 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ControlPlaneChannel(const std::st
   if (!credentials.ok()) return credentials.status();
   grpc::ChannelArguments args;
   if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
+  // gRPC's own reconnection backoff grows to 120 s by default: an agent whose coordinator was
+  // away for a while found the channel still waiting out its backoff after the coordinator came
+  // back (issue #31: reconnected 24 s late). At most 2 s between connection attempts (gRPC adds
+  // its 20% jitter); each attempt is one TCP connect to one coordinator. Not
+  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC takes it as the connect (TCP + TLS handshake)
+  // timeout, and 500 ms cut handshakes short on a loaded host.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   return grpc::CreateCustomChannel(target, *credentials, args);
 }
 

@@ -1,6 +1,6 @@
 // Which token each control-plane call needs (docs/operations.md, "Security"):
 //   kAgent  (AgentService Register, Heartbeat)                  the join token
-//   kSubmit (Coordinator SubmitJob, CancelJob)                  the submit token
+//   kSubmit (Coordinator SubmitJob, CancelJob, ForgetNode)      the submit token
 //   kLogs   (Coordinator GetLogs: rank logs may hold data)      the submit token
 //   kRead   (GetJob, ListJobs, WatchJob, ListNodes)             either token
 // A token the coordinator was not given is not checked: a default TokenPolicy allows every call.

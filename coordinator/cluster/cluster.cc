@@ -433,6 +433,20 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
           ") has a connected agent; registering it again needs that agent's node secret"));
     }
   }
+  // A known name stays its agent's while that agent is away too, and across a restart of this
+  // coordinator (the digest is in the database): only the secret of the node's latest
+  // registration takes it back (issue #31). Without the check a join-token holder took a lost
+  // node's name, id and next StartRanks (the whole job spec). A node stored without a digest
+  // (none was ever given) keeps the older rule: free once no stream is attached.
+  if (node != nullptr && !node->secret_sha256.empty() &&
+      !NodeSecretMatches(request.previous_node_secret(), node->secret_sha256)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "node ", inv.node_name(), " (", node->node_id, ") is registered; registering it again ",
+        request.previous_node_secret().empty() ? "without" : "with a wrong",
+        " node secret is refused (its agent keeps the secret in its work dir; an operator frees "
+        "the name with `ringmaster nodes forget ",
+        inv.node_name(), "`)"));
+  }
   absl::StatusOr<std::string> secret = NewNodeSecret();
   if (!secret.ok()) return secret.status();
   if (node == nullptr) {
@@ -451,6 +465,7 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   node->last_heartbeat_at = now;
   node->lost = false;
   node->stopped_up_to.clear();
+  node->warned_stray_logs = false;
   node->secret_sha256 = NodeSecretDigest(*secret);
   ++node->registration;
   NodeRecord record;
@@ -558,7 +573,17 @@ absl::Status Cluster::OnAgentMessage(const v1::AgentMessage& message) {
     LogIfError(job->OnRankReport(node->node_id, r), absl::StrCat("job ", r.job_id()));
   }
   for (const v1::LogTail& t : message.logs()) {
-    if (auto it = pending_logs_.find(t.command_id()); it != pending_logs_.end()) it->second = t;
+    // Only the node that was asked answers: a command id alone is a counter any node can guess.
+    auto it = pending_logs_.find(std::make_pair(node->node_id, t.command_id()));
+    if (it != pending_logs_.end()) {
+      it->second = t;
+    } else if (!node->warned_stray_logs) {  // once per registration: a flood logs one line
+      node->warned_stray_logs = true;
+      LogWarning(absl::StrCat("node ", node->node_id, " sent a log answer (command ",
+                              t.command_id(),
+                              ") it was not asked for; ignored (and any more from this "
+                              "registration)"));
+    }
   }
   for (const v1::CommandError& e : message.command_errors()) {
     LogWarning(
@@ -572,6 +597,32 @@ absl::Status Cluster::OnAgentMessage(const v1::AgentMessage& message) {
   return absl::OkStatus();
 }
 
+absl::Status Cluster::ForgetNode(const std::string& node_name) {
+  absl::MutexLock lock(&mu_);
+  auto by_name = node_by_name_.find(node_name);
+  Node* node = by_name == node_by_name_.end() ? nullptr : FindNode(by_name->second);
+  if (node == nullptr) {
+    return absl::NotFoundError(absl::StrCat("forget: no node named '", node_name, "'"));
+  }
+  if (node->outbox->attached()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("forget: node ", node_name, " (", node->node_id,
+                     ") has a connected agent; stop that agent first"));
+  }
+  if (JobManager* job = JobHolding(node->node_id)) {
+    return absl::FailedPreconditionError(absl::StrCat("forget: node ", node_name, " (",
+                                                      node->node_id, ") is held by job ", job->id(),
+                                                      "; cancel it or wait until it ends"));
+  }
+  if (absl::Status st = db_.DeleteNodes({node->node_id}); !st.ok()) return st;
+  LogInfo(absl::StrCat("node ", node->node_id, " (", node_name,
+                       ") forgotten by an operator: its name is free to register"));
+  node_by_name_.erase(by_name);
+  nodes_.erase(node->node_id);
+  Schedule();
+  return absl::OkStatus();
+}
+
 // ---- Logs
 
 absl::StatusOr<v1::GetLogsResponse> Cluster::GetLogs(const v1::GetLogsRequest& request,
@@ -580,6 +631,17 @@ absl::StatusOr<v1::GetLogsResponse> Cluster::GetLogs(const v1::GetLogsRequest& r
   absl::MutexLock lock(&mu_);
   JobManager* job = FindJob(request.job_id());
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job '", request.job_id(), "'"));
+  // The rank is unsigned on the wire: checked as such (4294967295 once read as "rank -1").
+  const size_t world = job->last_world_size();
+  if (world == 0) {
+    return absl::NotFoundError(absl::StrCat("job ", job->id(), " has no rank ", request.rank(),
+                                            " in a generation this coordinator started"));
+  }
+  if (request.rank() >= world) {
+    return absl::InvalidArgumentError(absl::StrCat("logs: rank ", request.rank(),
+                                                   " is out of range: job ", job->id(),
+                                                   " has ranks 0 to ", world - 1));
+  }
   const int rank = static_cast<int>(request.rank());
   std::optional<std::pair<std::string, int64_t>> where = job->NodeOfRank(rank);
   if (!where || where->first.empty()) {
@@ -600,14 +662,14 @@ absl::StatusOr<v1::GetLogsResponse> Cluster::GetLogs(const v1::GetLogsRequest& r
   send->set_generation(where->second);
   send->set_max_bytes(request.max_bytes() == 0 ? kDefaultBytes
                                                : std::min(request.max_bytes(), kMaxBytes));
-  const uint64_t command_id = node->outbox->Send(std::move(msg));
-  pending_logs_[command_id] = std::nullopt;
-  auto answered = [this, command_id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return pending_logs_[command_id].has_value() || shutdown_;
+  const std::pair<std::string, uint64_t> key(node_id, node->outbox->Send(std::move(msg)));
+  pending_logs_[key] = std::nullopt;
+  auto answered = [this, &key]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return pending_logs_[key].has_value() || shutdown_;
   };
   mu_.AwaitWithTimeout(absl::Condition(&answered), timeout);
-  std::optional<v1::LogTail> tail = std::move(pending_logs_[command_id]);
-  pending_logs_.erase(command_id);
+  std::optional<v1::LogTail> tail = std::move(pending_logs_[key]);
+  pending_logs_.erase(key);
   if (!tail) {
     return absl::DeadlineExceededError(absl::StrCat("node ", node_id, " sent no log of rank ", rank,
                                                     " within ", absl::FormatDuration(timeout)));

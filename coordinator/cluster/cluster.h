@@ -98,17 +98,25 @@ class Cluster {
   // within `keep_ended`, so that the metrics' label sets stay bounded.
   ClusterSnapshot Snapshot(absl::Duration keep_ended);
   // The end of one rank's log: asks the agent that ran it (SendLogs) and waits up to `timeout`
-  // for its answer. NotFound for an unknown job or a log the agent does not have; Unavailable
-  // when that node is not connected; DeadlineExceeded when it does not answer in time.
+  // for its answer, taken only from that node's stream. NotFound for an unknown job or a log the
+  // agent does not have; InvalidArgument for a rank outside the job's newest generation (0 to
+  // world size - 1); Unavailable when that node is not connected; DeadlineExceeded when it does
+  // not answer in time.
   absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& request,
                                               absl::Duration timeout);
 
   // ---- Agent service
   // Node names: 1-128 letters, digits, '-', '_' or '.', starting with a letter or digit (else
   // InvalidArgument naming the rule). Each call gives the node a new secret (node_secret.h).
-  // A node whose agent holds an open stream and has not been silent for lost_after may only be
-  // registered again with its current secret (previous_node_secret): PermissionDenied without.
+  // A known node name may only be registered again with the node's current secret
+  // (previous_node_secret), whether its agent is connected, away or not yet back after a restart
+  // of this coordinator: PermissionDenied without. ForgetNode (an operator) frees a name whose
+  // secret is lost.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
+  // Removes the node named `node_name` (registry and database), so that any agent may register
+  // the name again: `ringmaster nodes forget`. NotFound for an unknown name; FailedPrecondition
+  // while its agent has a stream open or a job holds it.
+  absl::Status ForgetNode(const std::string& node_name);
   // A Heartbeat stream of `node_id` opened with `secret`: it takes over the node's outbox (an
   // older stream of the node stops receiving). NotFound for an unknown node: the agent registers
   // again. PermissionDenied when `secret` is not the node's current one. AlreadyExists when a
@@ -147,6 +155,7 @@ class Cluster {
     absl::flat_hash_map<std::string, int64_t> stopped_up_to;
     // Registered again while running a job's ranks: its next message must still report them.
     bool verify_ranks = false;
+    bool warned_stray_logs = false;    // logged a LogTail it was not asked for (this registration)
     std::string secret_sha256;         // digest of the current registration's secret
     uint64_t registration = 0;         // counts Register calls of this node in this process
     uint64_t stream_registration = 0;  // `registration` when the attached stream opened
@@ -192,8 +201,10 @@ class Cluster {
   // Free, live, connected nodes no job took at the last OfferFreeNodes (jobs short of MIN).
   size_t free_nodes_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  // GetLogs waiting for their agent's LogTail, by SendLogs command id.
-  absl::flat_hash_map<uint64_t, std::optional<v1::LogTail>> pending_logs_ ABSL_GUARDED_BY(mu_);
+  // GetLogs waiting for their agent's LogTail, by (node asked, SendLogs command id): an answer
+  // counts only from the stream of the node it was asked of.
+  absl::flat_hash_map<std::pair<std::string, uint64_t>, std::optional<v1::LogTail>> pending_logs_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringmaster::coordinator

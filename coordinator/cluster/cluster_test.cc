@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -334,12 +335,53 @@ TEST_F(ClusterTest, AStreamNeedsItsRegistrationsSecret) {
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(cluster_->AttachStream(a, again->node_secret()).status().code(),
             absl::StatusCode::kAlreadyExists);
-  // Once its stream closed, a restarted agent (no secret) registers by name, as before.
+  // Once its stream closed (the agent away), the name still needs the node's secret (issue #31:
+  // a join-token holder took it here): refused without, and with the superseded one; a
+  // restarted agent carries the latest (it keeps it in its work dir).
   cluster_->DetachStream(a, second->second);
+  absl::Status away = cluster_->Register(Registration("a", "10.0.0.1", a)).status();
+  EXPECT_EQ(away.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(away.message(), HasSubstr("registering it again without node secret is refused"));
+  EXPECT_THAT(away.message(), HasSubstr("ringmaster nodes forget a"));
+  EXPECT_EQ(cluster_->Register(Registration("a", "10.0.0.1", a, first)).status().code(),
+            absl::StatusCode::kPermissionDenied);
   absl::StatusOr<v1::RegisterResponse> restarted =
-      cluster_->Register(Registration("a", "10.0.0.1"));
+      cluster_->Register(Registration("a", "10.0.0.1", "", again->node_secret()));
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   EXPECT_EQ(restarted->node_id(), a);
+}
+
+// Issue #31: an operator frees the name of a node whose secret is lost; the join token cannot.
+TEST_F(ClusterTest, ForgetNodeFreesTheNameOfANodeWhoseAgentIsAway) {
+  const std::string a = Connect("a", "10.0.0.1");
+  absl::Status connected = cluster_->ForgetNode("a");
+  EXPECT_EQ(connected.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(connected.message(), HasSubstr("has a connected agent; stop that agent first"));
+  EXPECT_EQ(cluster_->ForgetNode("nope").code(), absl::StatusCode::kNotFound);
+  const std::string job = Submit("1");
+  ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  cluster_->DetachStream(a, epochs_[a]);
+  absl::Status held = cluster_->ForgetNode("a");
+  EXPECT_EQ(held.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(held.message(), HasSubstr("is held by job " + job));
+  ASSERT_TRUE(cluster_
+                  ->CancelJob([&] {
+                    v1::CancelJobRequest r;
+                    r.set_job_id(job);
+                    return r;
+                  }())
+                  .ok());
+  EXPECT_EQ(cluster_->Register(Registration("a", "10.0.0.1", a)).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(cluster_->ForgetNode("a").ok());
+  EXPECT_EQ(cluster_->ListNodes().nodes_size(), 0);
+  // Gone from the database too: a restart does not bring it back.
+  Open();
+  EXPECT_EQ(cluster_->ListNodes().nodes_size(), 0);
+  // Any agent may register the name now, without a secret.
+  absl::StatusOr<v1::RegisterResponse> taken = cluster_->Register(Registration("a", "10.0.0.9"));
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(cluster_->ListNodes().nodes(0).inventory().addresses(0), "10.0.0.9");
 }
 
 TEST_F(ClusterTest, NodeNamesAreCheckedAtRegistration) {
@@ -385,10 +427,14 @@ TEST_F(ClusterTest, ANameHeldByALiveAgentElsewhereIsRefused) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->node_id(), a);
   EXPECT_EQ(again->lost_after().seconds(), 10);
-  // Once it is lost, another agent may take the name over.
+  // Once it is lost, the name moves only with the node's secret (issue #31): an agent that
+  // carries it, from a new address.
   clock_.Advance(absl::Seconds(10));
   cluster_->Tick();
-  absl::StatusOr<v1::RegisterResponse> moved = cluster_->Register(Registration("a", "10.0.0.9"));
+  EXPECT_EQ(cluster_->Register(Registration("a", "10.0.0.9", a)).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<v1::RegisterResponse> moved =
+      cluster_->Register(Registration("a", "10.0.0.9", a, again->node_secret()));
   ASSERT_TRUE(moved.ok()) << moved.status();
   EXPECT_EQ(moved->node_id(), a);
   EXPECT_EQ(cluster_
@@ -460,6 +506,17 @@ TEST_F(ClusterTest, ACoordinatorRestartReloadsJobsAndNodes) {
 
   // A node registered after the restart gets a fresh id.
   EXPECT_NE(Connect("b", "10.0.0.2"), a);
+
+  // Issue #31: after a restart a known name needs its secret too (a polling Register won it
+  // before its agent came back); the agent with the secret is accepted at once.
+  cluster_->DetachStream(a, attached->second);
+  Open();
+  absl::Status early = cluster_->Register(Registration("a", "10.0.0.1", a)).status();
+  EXPECT_EQ(early.code(), absl::StatusCode::kPermissionDenied) << early;
+  absl::StatusOr<v1::RegisterResponse> back =
+      cluster_->Register(Registration("a", "10.0.0.1", a, secrets_[a]));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->node_id(), a);
 }
 
 TEST_F(ClusterTest, GetLogsAsksTheAgentThatRanTheRankAndWaitsForItsAnswer) {
@@ -473,7 +530,11 @@ TEST_F(ClusterTest, GetLogsAsksTheAgentThatRanTheRankAndWaitsForItsAnswer) {
   req.set_job_id(job);
   req.set_rank(1);  // b's: nodes are ordered by name
   absl::StatusOr<v1::GetLogsResponse> got = absl::UnknownError("not run");
-  std::thread asker([&] { got = cluster_->GetLogs(req, absl::Seconds(60)); });
+  std::atomic<bool> answered{false};
+  std::thread asker([&] {
+    got = cluster_->GetLogs(req, absl::Seconds(60));
+    answered = true;
+  });
   std::optional<v1::CoordinatorMessage> ask;
   const absl::Time until = absl::Now() + absl::Seconds(30);  // bounds a broken test only
   while (!ask && absl::Now() < until) {
@@ -486,6 +547,19 @@ TEST_F(ClusterTest, GetLogsAsksTheAgentThatRanTheRankAndWaitsForItsAnswer) {
   EXPECT_EQ(ask->send_logs().global_rank(), 1u);
   EXPECT_EQ(ask->send_logs().generation(), 0);
   EXPECT_EQ(ask->send_logs().max_bytes(), 64u << 10);
+  // Issue #31: another node answering b's command id is not taken for b's answer.
+  v1::AgentMessage forged;
+  forged.set_node_id(a);
+  forged.add_logs()->set_command_id(ask->command_id());
+  forged.mutable_logs(0)->set_data("FORGED\x1b[2J\n");
+  ASSERT_TRUE(cluster_->OnAgentMessage(forged).ok());
+  // Had it been taken, the asker would return with it now (it did before the fix); give it
+  // half a second to, which passes either way when the answer is refused.
+  for (const absl::Time stop = absl::Now() + absl::Milliseconds(500);
+       !answered && absl::Now() < stop;) {
+    std::this_thread::yield();
+  }
+  EXPECT_FALSE(answered) << "GetLogs returned with another node's answer";
   v1::AgentMessage m;
   m.set_node_id(b);
   v1::LogTail* t = m.add_logs();
@@ -520,8 +594,16 @@ TEST_F(ClusterTest, GetLogsAsksTheAgentThatRanTheRankAndWaitsForItsAnswer) {
   EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(got.status().message()), HasSubstr("no log of rank 1"));
 
+  // Ranks outside the job's world: INVALID_ARGUMENT naming its ranks, 4294967295 as itself
+  // (issue #31: it read "no rank -1").
   req.set_rank(2);
-  EXPECT_EQ(cluster_->GetLogs(req, absl::Seconds(1)).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cluster_->GetLogs(req, absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  req.set_rank(4294967295u);
+  absl::Status huge = cluster_->GetLogs(req, absl::Seconds(1)).status();
+  EXPECT_EQ(huge.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(huge.message(),
+            "logs: rank 4294967295 is out of range: job " + job + " has ranks 0 to 1");
   req.set_job_id("job-nope");
   EXPECT_EQ(cluster_->GetLogs(req, absl::Seconds(1)).status().code(), absl::StatusCode::kNotFound);
 }

@@ -119,6 +119,8 @@ class JobManager {
   // generation (kept after the job ends, for its logs). Nullopt: no such rank, or none started
   // since this coordinator started.
   std::optional<std::pair<std::string, int64_t>> NodeOfRank(int rank) const;
+  // The world size of that generation (0: none started since this coordinator started).
+  size_t last_world_size() const { return last_rank_nodes_.size(); }
   const JobRecord& record() const { return record_; }
 
   // Ranks holding the current generation up (Running only); nullopt: no stall.

@@ -85,6 +85,19 @@ grpc::Status CoordinatorServiceImpl::GetLogs(grpc::ServerContext* context,
   return Reply(cluster_.GetLogs(*request, kLogsTimeout), response);
 }
 
+grpc::Status CoordinatorServiceImpl::ForgetNode(grpc::ServerContext* context,
+                                                const v1::ForgetNodeRequest* request,
+                                                v1::ForgetNodeResponse* /*response*/) {
+  // An operator's call (the submit token): the join token lets a caller register nodes, never
+  // free another node's name.
+  if (grpc::Status auth = security::AuthorizeCall(tokens_, *context, security::Access::kSubmit,
+                                                  "Coordinator/ForgetNode", refusals_);
+      !auth.ok()) {
+    return auth;
+  }
+  return ToGrpcStatus(cluster_.ForgetNode(request->node_name()));
+}
+
 grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext* context,
                                                const v1::ListNodesRequest* request,
                                                v1::ListNodesResponse* response) {

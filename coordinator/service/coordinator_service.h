@@ -36,6 +36,8 @@ class CoordinatorServiceImpl final : public v1::Coordinator::Service {
                          v1::ListNodesResponse* response) override;
   grpc::Status GetLogs(grpc::ServerContext* context, const v1::GetLogsRequest* request,
                        v1::GetLogsResponse* response) override;
+  grpc::Status ForgetNode(grpc::ServerContext* context, const v1::ForgetNodeRequest* request,
+                          v1::ForgetNodeResponse* response) override;
 
  private:
   Cluster& cluster_;

@@ -5,8 +5,16 @@
 //   rogue_agent heartbeat --node-id ID [--secret S] [--hold SECONDS] [--repeat N]
 //       opens a Heartbeat stream for node ID and keeps it alive with empty reports (N times in
 //       a row while refused);
-//   rogue_agent register --name NAME --address ADDR [--hold SECONDS]
-//       registers NAME from ADDR and, with --hold, opens the stream the registration allows;
+//   rogue_agent register --name NAME --address ADDR [--previous-node-id ID] [--hold SECONDS]
+//       registers NAME from ADDR (claiming node ID, as a returning agent does, but without its
+//       secret) and, with --hold, opens the stream the registration allows;
+//   rogue_agent forge-logs --name NAME --address ADDR --hold SECONDS [--ids N]
+//       registers NAME (a node of its own) and, for --hold seconds, answers every SendLogs
+//       command id 1..N (default 2000) every 20 ms with a forged log line carrying terminal
+//       escapes ("FORGED"): a node that learnt the global command counter;
+//   rogue_agent get-logs --job ID --rank N
+//       GetLogs with the submit token (RINGMASTER_TOKEN_FILE), any uint32 rank; prints
+//       "accepted: <bytes> bytes" or the refusal;
 //   rogue_agent register --name NAME --address ADDR --repeat N
 //       registers NAME-0 .. NAME-(N-1), each with the largest inventory the caps allow;
 //   rogue_agent submit --job FILE [--request-id-bytes N] [--base-dir DIR | --base-dir-bytes N]
@@ -233,6 +241,58 @@ int IdleStreams(const std::shared_ptr<grpc::Channel>& channel, const std::string
   return 0;
 }
 
+// Registers `name` and holds its stream for `hold_s` seconds, sending with every report a forged
+// answer to each SendLogs command id 1..`ids`. 0 when the stream stayed open.
+int ForgeLogs(v1::AgentService::Stub& stub, const std::string& token, const std::string& name,
+              const std::string& address, double hold_s, uint64_t ids) {
+  v1::RegisterRequest req;
+  req.mutable_agent_version()->set_major(1);
+  req.mutable_inventory()->set_node_name(name);
+  req.mutable_inventory()->add_addresses(address);
+  req.mutable_inventory()->set_cpu_cores(1);
+  grpc::ClientContext rctx;
+  rctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  sec::AttachToken(&rctx, token);
+  v1::RegisterResponse resp;
+  if (grpc::Status s = stub.Register(&rctx, req, &resp); !s.ok()) return Refused(s);
+  std::cout << "registered: " << resp.node_id() << std::endl;
+  grpc::ClientContext ctx;
+  sec::AttachToken(&ctx, token);
+  auto stream = stub.Heartbeat(&ctx);
+  std::atomic<bool> ended{false};
+  std::thread reader([&] {
+    v1::CoordinatorMessage m;
+    while (stream->Read(&m)) {
+    }
+    ended = true;
+  });
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(hold_s * 1000));
+  uint64_t seq = 0, sent = 0;
+  while (!ended && std::chrono::steady_clock::now() < until) {
+    v1::AgentMessage m;
+    m.set_node_id(resp.node_id());
+    m.set_seq(++seq);
+    if (seq == 1) m.set_node_secret(resp.node_secret());
+    for (uint64_t id = 1; id <= ids; ++id) {
+      v1::LogTail* t = m.add_logs();
+      t->set_command_id(id);
+      t->set_data("FORGED log line \x1b[31m\x1b]0;pwned\x07 from the rogue node\n");
+    }
+    if (!stream->Write(m)) break;
+    ++sent;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const bool stayed_open = !ended;
+  if (stayed_open) ctx.TryCancel();
+  reader.join();
+  grpc::Status s = stream->Finish();
+  if (!stayed_open) return Refused(s);
+  std::cout << "accepted: " << sent << " reports of " << ids << " forged log answers each"
+            << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -302,9 +362,33 @@ int main(int argc, char** argv) {
     std::cout << "registered: " << registered << " nodes" << std::endl;
     return 0;
   }
+  if (mode == "forge-logs") {
+    const uint64_t ids = flags.count("--ids") ? std::stoull(flags["--ids"]) : 2000;
+    return ForgeLogs(*stub, join, flags["--name"], flags["--address"], hold, ids);
+  }
+  if (mode == "get-logs") {
+    auto submit_token = sec::ReadSecret("submit token", Env("RINGMASTER_TOKEN_FILE"), "");
+    if (!submit_token.ok()) {
+      std::cerr << submit_token.status() << "\n";
+      return 1;
+    }
+    auto coordinator = v1::Coordinator::NewStub(*channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    sec::AttachToken(&ctx, submit_token->value_or(""));
+    v1::GetLogsRequest req;
+    req.set_job_id(flags["--job"]);
+    req.set_rank(static_cast<uint32_t>(std::stoull(flags["--rank"])));
+    v1::GetLogsResponse resp;
+    grpc::Status s = coordinator->GetLogs(&ctx, req, &resp);
+    if (!s.ok()) return Refused(s);
+    std::cout << "accepted: " << resp.data().size() << " bytes" << std::endl;
+    return 0;
+  }
   if (mode == "register") {
     v1::RegisterRequest req;
     req.mutable_agent_version()->set_major(1);
+    req.set_previous_node_id(flags["--previous-node-id"]);
     req.mutable_inventory()->set_node_name(flags["--name"]);
     req.mutable_inventory()->add_addresses(flags["--address"]);
     req.mutable_inventory()->set_cpu_cores(1);
