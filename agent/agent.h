@@ -3,8 +3,11 @@
 // per heartbeat interval (and at once when a rank changes state or a command is done).
 //
 // When the coordinator goes away (the stream breaks, Register fails) the ranks keep running; the
-// agent registers again with the same node name and its previous node id, with exponential
-// backoff, and reports them on the new stream.
+// agent registers again with the same node name and its previous node id, and reports them on
+// the new stream: at once after a stream that lived stable_after, else after an exponential
+// backoff with jitter, so that a stream that keeps breaking cannot make it register in a loop.
+// Every message is made valid for the wire before it is written (wire_text.h): a report the
+// coordinator could not parse used to cost the stream, again and again (issue #31).
 //
 // Step() is one iteration and takes its time from the injected clock, so tests drive the agent
 // with a fake link and a FakeLauncher without threads or sleeps. Run() is the real loop.
@@ -32,6 +35,9 @@ struct AgentOptions {
   absl::Duration default_heartbeat = absl::Seconds(2);  // until the coordinator says otherwise
   absl::Duration backoff_min = absl::Milliseconds(250);
   absl::Duration backoff_max = absl::Seconds(10);
+  // A heartbeat stream that breaks sooner than this after it opened is followed by the backoff
+  // above (with jitter) before the agent registers again; after a longer one, at once.
+  absl::Duration stable_after = absl::Seconds(30);
   absl::Duration shutdown_grace = absl::Seconds(20);  // SIGTERM → SIGKILL when the agent stops
 };
 
@@ -61,6 +67,8 @@ class Agent {
  private:
   void Handle(const v1::CoordinatorMessage& msg);
   bool SendReport();
+  // Makes `msg`'s text fields valid for the wire (wire_text.h); warns the first time one changed.
+  void SanitizeOnce(google::protobuf::Message* msg, const char* what);
 
   AgentOptions options_;
   CoordinatorLink* link_;
@@ -77,6 +85,8 @@ class Agent {
   std::vector<v1::CommandError> errors_;
   std::vector<v1::LogTail> logs_;  // answers to SendLogs, sent with the next report
   AgentMetrics* metrics_ = nullptr;
+  bool warned_sanitised_ = false;
+  bool warned_oversized_ = false;
 };
 
 }  // namespace ringmaster::agent

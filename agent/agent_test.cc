@@ -18,6 +18,9 @@ class FakeStream final : public HeartbeatStream {
   bool Write(const v1::AgentMessage& m) override {
     if (broken) return false;
     written.push_back(m);
+    // As the coordinator does: a message it cannot parse (a `string` field that is not valid
+    // UTF-8) ends the stream; the write itself has succeeded by then.
+    if (v1::AgentMessage parsed; !parsed.ParseFromString(m.SerializeAsString())) broken = true;
     return true;
   }
   std::optional<v1::CoordinatorMessage> Read(absl::Duration) override {
@@ -176,6 +179,28 @@ TEST_F(AgentTest, ReportsEveryIntervalAndOnStateChanges) {
   EXPECT_EQ(r.state(), v1::RANK_PROCESS_STATE_EXITED);
   EXPECT_EQ(r.exit_code(), 1);
   EXPECT_EQ(r.last_error_line(), "t ERROR x: boom");
+}
+
+// Issue #31: a trainer error quoting the raw bytes of a hostile model file (config.json =
+// "\xff\xfe{") made every report unreadable to the coordinator, which dropped the stream each
+// time. The line is sent escaped (valid UTF-8, no control characters) and the stream holds.
+TEST_F(AgentTest, AnErrorLineWithInvalidUtf8IsSentEscapedAndTheStreamHolds) {
+  ASSERT_TRUE(agent_->Connect().ok());
+  link_.stream->inbox.push_back(StartCmd(1));
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  launcher_.Exit(launcher_.started[0].pid, 3,
+                 "t ERROR trainer: m/config.json: syntax error, last read: '\xff\xfe{' \x1b[2J\r");
+  now_ += absl::Milliseconds(10);
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  EXPECT_FALSE(link_.stream->broken);
+  const v1::RankProgress& r = link_.stream->written.back().ranks(0);
+  EXPECT_EQ(r.state(), v1::RANK_PROCESS_STATE_EXITED);
+  EXPECT_EQ(r.last_error_line(),
+            "t ERROR trainer: m/config.json: syntax error, last read: '\\xff\\xfe{' "
+            "\\x1b[2J\\r");
+  now_ += absl::Seconds(5);
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));  // and the next report goes out too
+  EXPECT_FALSE(link_.stream->broken);
 }
 
 TEST_F(AgentTest, ReconnectsWithTheSameIdentityAndTheRanksKeepRunning) {
