@@ -7,14 +7,18 @@
 #include "absl/strings/str_format.h"
 #include "cli/job_format.h"
 #include "common/file_util.h"
+#include "common/log_escape.h"
 
 namespace ringmaster::cli {
 namespace {
 
 void Print(std::FILE* f, const std::string& s) { std::fwrite(s.data(), 1, s.size(), f); }
 
+// Errors carry the coordinator's text, which may quote a job file or a trainer's output: shown
+// escaped (common/log_escape.h), never as raw control characters or invalid UTF-8.
 int Error(CliIo& io, const absl::Status& s) {
-  Print(io.err, absl::StrCat("ringmaster: ", s.message(), "\n"));
+  Print(io.err,
+        absl::StrCat("ringmaster: ", EscapeControlCharacters(std::string(s.message())), "\n"));
   return 1;
 }
 
@@ -87,8 +91,8 @@ int FollowJob(CoordinatorClient& client, const std::string& job_id, CliIo& io) {
     return Error(io, s);
   }
   if (last.phase() != v1::JOB_PHASE_SUCCEEDED && !last.error().empty()) {
-    Print(io.err,
-          absl::StrCat("job ", job_id, " ", PhaseName(last.phase()), ": ", last.error(), "\n"));
+    Print(io.err, absl::StrCat("job ", job_id, " ", PhaseName(last.phase()), ": ",
+                               EscapeControlCharacters(last.error()), "\n"));
   }
   return last.phase() == v1::JOB_PHASE_SUCCEEDED ? 0 : 1;
 }
@@ -161,11 +165,13 @@ int CmdLogs(CoordinatorClient& client, const std::string& job_id, int rank, uint
   absl::StatusOr<v1::GetLogsResponse> r = client.GetLogs(req);
   if (!r.ok()) return Error(io, r.status());
   if (r->truncated()) {
-    Print(io.err,
-          absl::StrCat("(the last ", r->data().size(), " bytes of rank ", rank,
-                       "'s log, generation ", r->generation(), ", node ", r->node_id(), ")\n"));
+    Print(io.err, absl::StrCat("(the last ", r->data().size(), " bytes of rank ", rank,
+                               "'s log, generation ", r->generation(), ", node ",
+                               EscapeControlCharacters(r->node_id()), ")\n"));
   }
-  Print(io.out, r->data());
+  // The log is the trainer's output, which may echo a job's labels or a model file's bytes:
+  // its lines stay lines, anything that would drive the terminal is escaped.
+  Print(io.out, EscapeControlCharacters(r->data(), LineBreaks::kKeep));
   return 0;
 }
 

@@ -219,5 +219,23 @@ TEST(Commands, LogsPrintsTheRanksLogTailAndSaysWhenItIsCut) {
   EXPECT_THAT(Captured::Text(cap2.err), HasSubstr("not connected"));
 }
 
+// Issue #31: text from the coordinator reaches the terminal escaped: a log a trainer wrote (its
+// lines kept, ESC, CR and bytes that are not UTF-8 escaped) and an error quoting a job file.
+TEST(Commands, ServerTextIsPrintedEscaped) {
+  FakeClient c;
+  v1::GetLogsResponse r;
+  r.set_node_id("node-000002");
+  r.set_data("label '\x1b[2J' unknown\r\nconfig.json: '\xff\xfe{'\n");
+  c.logs = r;
+  Captured cap;
+  EXPECT_EQ(CmdLogs(c, "job-1", 0, 0, cap.io), 0);
+  EXPECT_EQ(Captured::Text(cap.out), "label '\\x1b[2J' unknown\\r\nconfig.json: '\\xff\\xfe{'\n");
+
+  c.logs = absl::InvalidArgumentError("job.yaml: unknown key 'bogus\x1b[2J\r'");
+  Captured cap2;
+  EXPECT_EQ(CmdLogs(c, "job-1", 0, 0, cap2.io), 1);
+  EXPECT_EQ(Captured::Text(cap2.err), "ringmaster: job.yaml: unknown key 'bogus\\x1b[2J\\r'\n");
+}
+
 }  // namespace
 }  // namespace ringmaster::cli
