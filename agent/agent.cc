@@ -216,7 +216,7 @@ void Agent::Run(const std::atomic<bool>* stop) {
     const absl::Time until = now_() + d;
     while (!stop->load() && now_() < until) {
       ranks_->Tick(now_());
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      sleep_(absl::Milliseconds(100));
     }
   };
   absl::Time connected_at = absl::InfinitePast();

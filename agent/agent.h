@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -52,6 +53,8 @@ class Agent {
   bool connected() const { return stream_ != nullptr; }
   // Where each report's snapshot is published for /metrics (optional; must outlive the agent).
   void set_metrics(AgentMetrics* metrics) { metrics_ = metrics; }
+  // How Run() waits between reconnection attempts (tests pass one that moves their clock).
+  void set_sleep(std::function<void(absl::Duration)> sleep) { sleep_ = std::move(sleep); }
   const std::string& node_id() const { return node_id_; }
   absl::Duration heartbeat_interval() const { return heartbeat_; }
 
@@ -85,6 +88,9 @@ class Agent {
   std::vector<v1::CommandError> errors_;
   std::vector<v1::LogTail> logs_;  // answers to SendLogs, sent with the next report
   AgentMetrics* metrics_ = nullptr;
+  std::function<void(absl::Duration)> sleep_ = [](absl::Duration d) {
+    std::this_thread::sleep_for(absl::ToChronoNanoseconds(d));
+  };
   bool warned_sanitised_ = false;
   bool warned_oversized_ = false;
 };

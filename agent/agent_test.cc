@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <atomic>
 #include <deque>
 #include <filesystem>
 
@@ -21,6 +22,7 @@ class FakeStream final : public HeartbeatStream {
     // As the coordinator does: a message it cannot parse (a `string` field that is not valid
     // UTF-8) ends the stream; the write itself has succeeded by then.
     if (v1::AgentMessage parsed; !parsed.ParseFromString(m.SerializeAsString())) broken = true;
+    if (break_after_write) broken = true;
     return true;
   }
   std::optional<v1::CoordinatorMessage> Read(absl::Duration) override {
@@ -35,6 +37,7 @@ class FakeStream final : public HeartbeatStream {
   std::deque<v1::CoordinatorMessage> inbox;
   std::vector<v1::AgentMessage> written;
   bool broken = false;
+  bool break_after_write = false;
 };
 
 class FakeLink final : public CoordinatorLink {
@@ -49,12 +52,14 @@ class FakeLink final : public CoordinatorLink {
   }
   absl::StatusOr<std::unique_ptr<HeartbeatStream>> OpenHeartbeat() override {
     auto s = std::make_unique<FakeStream>();
+    s->break_after_write = break_streams;
     stream = s.get();
     return std::unique_ptr<HeartbeatStream>(std::move(s));
   }
   std::vector<v1::RegisterRequest> registers;
   FakeStream* stream = nullptr;
   bool up = true;
+  bool break_streams = false;  // every stream breaks right after its first message
 };
 
 class AgentTest : public ::testing::Test {
@@ -201,6 +206,27 @@ TEST_F(AgentTest, AnErrorLineWithInvalidUtf8IsSentEscapedAndTheStreamHolds) {
   now_ += absl::Seconds(5);
   ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));  // and the next report goes out too
   EXPECT_FALSE(link_.stream->broken);
+}
+
+// Issue #31: every stream broke right after the agent's first report and the agent registered
+// again at once, ~390 times a second. Now a stream that breaks soon after it opened is followed by
+// an exponential backoff (250 ms doubling to 10 s, with jitter): in a minute, a few registrations
+// instead of thousands. Time is the test's clock: each reading costs 1 ms, each wait moves it.
+TEST_F(AgentTest, AStreamThatKeepsBreakingIsReopenedWithBackoff) {
+  link_.break_streams = true;
+  const absl::Time start = now_;
+  std::atomic<bool> stop{false};
+  Agent agent(AgentOptions{}, &link_, sup_.get(), [&] {
+    now_ += absl::Milliseconds(1);
+    if (now_ - start >= absl::Minutes(1)) stop = true;
+    return now_;
+  });
+  agent.set_sleep([&](absl::Duration d) { now_ += d; });
+  agent.Run(&stop);
+  // Waits of 0.25, 0.5, 1, 2, 4, 8, then 10 s, each times 0.5 to 1: 11 to 17 registrations in
+  // a minute (before: one every few readings of the clock, thousands).
+  EXPECT_GE(link_.registers.size(), 10u);
+  EXPECT_LE(link_.registers.size(), 17u);
 }
 
 TEST_F(AgentTest, ReconnectsWithTheSameIdentityAndTheRanksKeepRunning) {
