@@ -3,6 +3,7 @@
 #include <atomic>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 
 #include "agent/fake_launcher.h"
 #include "gmock/gmock.h"
@@ -23,6 +24,7 @@ class FakeStream final : public HeartbeatStream {
     // UTF-8) ends the stream; the write itself has succeeded by then.
     if (v1::AgentMessage parsed; !parsed.ParseFromString(m.SerializeAsString())) broken = true;
     if (break_after_write) broken = true;
+    if (m.ByteSizeLong() > (4u << 20)) broken = true;  // the coordinator's message limit
     return true;
   }
   std::optional<v1::CoordinatorMessage> Read(absl::Duration) override {
@@ -206,6 +208,35 @@ TEST_F(AgentTest, AnErrorLineWithInvalidUtf8IsSentEscapedAndTheStreamHolds) {
   now_ += absl::Seconds(5);
   ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));  // and the next report goes out too
   EXPECT_FALSE(link_.stream->broken);
+}
+
+// Issue #31: a message the coordinator cannot take must not cost the stream. Four answers to
+// SendLogs of 1 MiB each would make a report over its 4 MiB limit: their data is dropped, each
+// says why, and the stream holds.
+TEST_F(AgentTest, LogAnswersThatWouldOverflowTheReportAreDroppedNotTheStream) {
+  fs::create_directories(dir_ / "jobs" / "j1" / "gen-0");
+  {
+    std::ofstream log(dir_ / "jobs" / "j1" / "gen-0" / "rank-0.log", std::ios::binary);
+    log << std::string(size_t{3} << 19, 'x');  // 1.5 MiB
+  }
+  ASSERT_TRUE(agent_->Connect().ok());
+  for (uint64_t id = 1; id <= 4; ++id) {
+    v1::CoordinatorMessage m;
+    m.set_command_id(id);
+    m.mutable_send_logs()->set_job_id("j1");
+    m.mutable_send_logs()->set_generation(0);
+    link_.stream->inbox.push_back(m);
+  }
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  EXPECT_FALSE(link_.stream->broken);
+  const v1::AgentMessage& r = link_.stream->written.back();
+  ASSERT_EQ(r.logs_size(), 4);
+  for (const v1::LogTail& t : r.logs()) {
+    EXPECT_EQ(t.data(), "");
+    EXPECT_THAT(t.error(), ::testing::HasSubstr("was dropped"));
+  }
+  now_ += absl::Seconds(5);
+  EXPECT_TRUE(agent_->Step(absl::ZeroDuration()));
 }
 
 // Issue #31: every stream broke right after the agent's first report and the agent registered
