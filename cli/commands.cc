@@ -42,6 +42,19 @@ absl::StatusOr<std::string> SubmitJobFile(CoordinatorClient& client, const std::
   std::error_code ec;
   const std::filesystem::path abs = std::filesystem::absolute(path, ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat(path, ": ", ec.message()));
+  // The request's text fields must be UTF-8 (protobuf `string`): else the coordinator could not
+  // even read the request. Said here, naming the file and where (issue #31).
+  if (const size_t at = FirstInvalidUtf8(*text); at != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(EscapeControlCharacters(path), ": byte ", at, " (0x",
+                     absl::Hex(static_cast<unsigned char>((*text)[at]), absl::kZeroPad2),
+                     ") is not valid UTF-8; a job file must be UTF-8 text"));
+  }
+  if (!IsValidUtf8(abs.string())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the job file's path '", EscapeControlCharacters(abs.string()),
+                     "' is not valid UTF-8; the coordinator and the agents need it as text"));
+  }
   v1::SubmitJobRequest req;
   req.mutable_client_version()->set_major(1);
   req.mutable_client_version()->set_minor(0);

@@ -159,6 +159,27 @@ TEST(Commands, SubmitSendsTheFileWithItsDirectory) {
   fs::remove_all(dir);
 }
 
+// Issue #31: a job file (or its path) that is not UTF-8 cannot be sent in a protobuf `string`:
+// refused here, naming the file and the byte, and nothing is sent.
+TEST(Commands, SubmitRefusesAJobFileThatIsNotUtf8) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("commands_test_utf8_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  ASSERT_TRUE(WriteFileAtomic((dir / "job.yaml").string(), "name: x\xff\n").ok());
+  ASSERT_TRUE(WriteFileAtomic((dir / "j\xfe.yaml").string(), "name: x\n").ok());
+  FakeClient c;
+  Captured cap;
+  EXPECT_EQ(CmdSubmit(c, (dir / "job.yaml").string(), false, cap.io), 1);
+  EXPECT_THAT(Captured::Text(cap.err),
+              HasSubstr("job.yaml: byte 7 (0xff) is not valid UTF-8; a job file must be UTF-8"));
+  Captured cap2;
+  EXPECT_EQ(CmdSubmit(c, (dir / "j\xfe.yaml").string(), false, cap2.io), 1);
+  EXPECT_THAT(Captured::Text(cap2.err), HasSubstr("j\\xfe.yaml' is not valid UTF-8"));
+  EXPECT_TRUE(c.submitted.empty());
+  fs::remove_all(dir);
+}
+
 // A job needing more nodes than are Ready is accepted; submit says it waits, and for what.
 TEST(Commands, SubmitSaysAJobWaitsForNodesThatAreNotReady) {
   namespace fs = std::filesystem;

@@ -63,14 +63,16 @@ std::string EscapeControlCharacters(std::string_view text, LineBreaks line_break
   return out;
 }
 
-bool IsValidUtf8(std::string_view text) {
-  while (!text.empty()) {
-    const size_t n = SequenceLength(text);
-    if (n == 0) return false;
-    text.remove_prefix(n);
+size_t FirstInvalidUtf8(std::string_view text) {
+  for (size_t at = 0; at < text.size();) {
+    const size_t n = SequenceLength(text.substr(at));
+    if (n == 0) return at;
+    at += n;
   }
-  return true;
+  return std::string_view::npos;
 }
+
+bool IsValidUtf8(std::string_view text) { return FirstInvalidUtf8(text) == std::string_view::npos; }
 
 std::string_view Utf8Prefix(std::string_view text, size_t max_bytes) {
   if (text.size() <= max_bytes) return text;

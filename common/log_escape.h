@@ -35,6 +35,9 @@ std::string EscapeControlCharacters(std::string_view text,
 
 // True when `text` is well-formed UTF-8 (what protobuf accepts in a `string` field).
 bool IsValidUtf8(std::string_view text);
+// The offset of the first byte of `text` that is not part of a well-formed UTF-8 sequence;
+// std::string_view::npos when there is none.
+size_t FirstInvalidUtf8(std::string_view text);
 
 // The longest prefix of `text` of at most `max_bytes` bytes that does not cut a well-formed
 // UTF-8 sequence in two (for caps applied to sanitised text).

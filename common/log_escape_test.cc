@@ -86,6 +86,12 @@ TEST(LogEscapeTest, EveryByteStringComesOutValidAndPrintable) {
   }
 }
 
+TEST(LogEscapeTest, FirstInvalidUtf8GivesTheOffset) {
+  EXPECT_EQ(FirstInvalidUtf8("caf\xc3\xa9"), std::string_view::npos);
+  EXPECT_EQ(FirstInvalidUtf8("caf\xc3\xa9\xff"), 5u);
+  EXPECT_EQ(FirstInvalidUtf8("\xe2\x82"), 0u);
+}
+
 TEST(LogEscapeTest, Utf8PrefixDoesNotCutASequence) {
   EXPECT_EQ(Utf8Prefix("abc", 5), "abc");
   EXPECT_EQ(Utf8Prefix("ab\xe2\x82\xac", 4), "ab");  // the cap falls inside the euro sign
