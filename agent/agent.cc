@@ -209,7 +209,8 @@ bool Agent::Step(absl::Duration wait) {
 }
 
 void Agent::Run(const std::atomic<bool>* stop) {
-  absl::Duration backoff = options_.backoff_min;
+  absl::Duration backoff = options_.backoff_min;        // after a failed Connect
+  absl::Duration break_backoff = options_.backoff_min;  // after a stream that broke soon
   const absl::Duration tick = absl::Milliseconds(200);
   // Keeps supervising the ranks while waiting to reconnect.
   auto supervise_for = [&](absl::Duration d) {
@@ -233,22 +234,24 @@ void Agent::Run(const std::atomic<bool>* stop) {
       }
       LogInfo(absl::StrCat("registered as node ", node_id_, " (heartbeat every ",
                            absl::FormatDuration(heartbeat_), ")"));
+      backoff = options_.backoff_min;
       connected_at = now_();
     }
     if (Step(tick)) continue;
     // The stream broke. After a stream that lived a while, reconnect at once; a stream that
     // keeps breaking soon after it opened waits longer each time (issue #31: a report the
     // coordinator could not read once made the agent re-register ~390 times a second).
+    // Counted apart from failed Connects, so that a coordinator outage does not lengthen it.
     if (now_() - connected_at >= options_.stable_after) {
-      backoff = options_.backoff_min;
+      break_backoff = options_.backoff_min;
       continue;
     }
-    const absl::Duration d = Jittered(backoff);
+    const absl::Duration d = Jittered(break_backoff);
     LogWarning(absl::StrCat("the heartbeat stream broke ",
                             absl::FormatDuration(now_() - connected_at),
                             " after it opened; registering again in ", absl::FormatDuration(d)));
     supervise_for(d);
-    backoff = std::min(backoff * 2, options_.backoff_max);
+    break_backoff = std::min(break_backoff * 2, options_.backoff_max);
   }
   ranks_->StopAll(options_.shutdown_grace, now_());
   while (ranks_->LiveRanks() > 0) {
