@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/node_identity.h"
+#include "agent/wire_text.h"
 #include "common/log.h"
 #include "google/protobuf/util/time_util.h"
 
@@ -13,6 +14,18 @@ namespace {
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+// The coordinator refuses a message over 4 MiB and drops the stream that carried it; a report
+// stays under this (log answers are what can make one large: up to 1 MiB each).
+constexpr size_t kMaxReportBytes = size_t{3} << 20;
+
+// Equal jitter: between half of `d` and `d`, so that agents cut off together do not all come
+// back in the same instant.
+absl::Duration Jittered(absl::Duration d) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> half(0.5, 1.0);
+  return d * half(rng);
 }
 
 }  // namespace
@@ -46,6 +59,7 @@ absl::Status Agent::Connect() {
   *req.mutable_inventory() = options_.inventory;
   req.set_previous_node_id(node_id_);
   req.set_previous_node_secret(node_secret_);
+  SanitizeOnce(&req, "registration");
   absl::StatusOr<v1::RegisterResponse> resp = link_->Register(req);
   if (!resp.ok()) return resp.status();
   if (resp->node_id().empty()) return absl::InternalError("Register returned no node id");
@@ -139,6 +153,24 @@ bool Agent::SendReport() {
   for (uint64_t id : acks_) m.add_acked_command_ids(id);
   for (const v1::CommandError& e : errors_) *m.add_command_errors() = e;
   for (const v1::LogTail& t : logs_) *m.add_logs() = t;
+  // A message the coordinator cannot take would cost the stream, and the same message would be
+  // sent again on the next one (issue #31): text is made valid, oversized log answers dropped.
+  SanitizeOnce(&m, "report");
+  if (m.ByteSizeLong() > kMaxReportBytes) {
+    for (v1::LogTail& t : *m.mutable_logs()) {
+      if (t.data().empty()) continue;
+      t.set_error(absl::StrCat("the log answer (", t.data().size(),
+                               " bytes) was dropped: the agent's report would exceed the "
+                               "coordinator's message limit"));
+      t.clear_data();
+    }
+    if (!warned_oversized_) {
+      warned_oversized_ = true;
+      LogWarning(
+          "a report would have exceeded the coordinator's message limit: its log answers "
+          "were dropped (logged once)");
+    }
+  }
   const bool written = stream_->Write(m);
   if (metrics_ != nullptr) {
     metrics_->Publish(AgentSnapshot{written, CountRankStates(reports), ranks_->launches(),
@@ -151,6 +183,15 @@ bool Agent::SendReport() {
   last_report_ = now;
   report_now_ = false;
   return true;
+}
+
+void Agent::SanitizeOnce(google::protobuf::Message* msg, const char* what) {
+  const size_t n = SanitizeStringFields(msg);
+  if (n == 0 || warned_sanitised_) return;
+  warned_sanitised_ = true;
+  LogWarning(absl::StrCat("a ", what, " carried ", n,
+                          " text field(s) with invalid UTF-8 or control characters: sent "
+                          "escaped (logged once)"));
 }
 
 bool Agent::Step(absl::Duration wait) {
@@ -200,29 +241,49 @@ absl::Duration Agent::RetryDelay(const absl::Status& why, absl::Duration backoff
 }
 
 void Agent::Run(const std::atomic<bool>* stop) {
-  absl::Duration backoff = options_.backoff_min;
+  absl::Duration backoff = options_.backoff_min;        // after a failed Connect
+  absl::Duration break_backoff = options_.backoff_min;  // after a stream that broke soon
   const absl::Duration tick = absl::Milliseconds(200);
+  // Keeps supervising the ranks while waiting to reconnect.
+  auto supervise_for = [&](absl::Duration d) {
+    const absl::Time until = now_() + d;
+    while (!stop->load() && now_() < until) {
+      ranks_->Tick(now_());
+      sleep_(absl::Milliseconds(100));
+    }
+  };
+  absl::Time connected_at = absl::InfinitePast();
   while (!stop->load()) {
     if (!stream_) {
       absl::Status s = Connect();
       if (!s.ok()) {
-        const absl::Duration wait = RetryDelay(s, backoff);
+        const absl::Duration d = RetryDelay(s, Jittered(backoff));
         LogWarning(absl::StrCat("cannot reach the coordinator: ", s.message(), "; retrying in ",
-                                absl::FormatDuration(wait)));
-        // Keep supervising the ranks while waiting.
-        const absl::Time until = now_() + wait;
-        while (!stop->load() && now_() < until) {
-          ranks_->Tick(now_());
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
+                                absl::FormatDuration(d)));
+        supervise_for(d);
         backoff = std::min(backoff * 2, options_.backoff_max);
         continue;
       }
       LogInfo(absl::StrCat("registered as node ", node_id_, " (heartbeat every ",
                            absl::FormatDuration(heartbeat_), ")"));
       backoff = options_.backoff_min;
+      connected_at = now_();
     }
-    Step(tick);
+    if (Step(tick)) continue;
+    // The stream broke. After a stream that lived a while, reconnect at once; a stream that
+    // keeps breaking soon after it opened waits longer each time (issue #31: a report the
+    // coordinator could not read once made the agent re-register ~390 times a second).
+    // Counted apart from failed Connects, so that a coordinator outage does not lengthen it.
+    if (now_() - connected_at >= options_.stable_after) {
+      break_backoff = options_.backoff_min;
+      continue;
+    }
+    const absl::Duration d = Jittered(break_backoff);
+    LogWarning(absl::StrCat("the heartbeat stream broke ",
+                            absl::FormatDuration(now_() - connected_at),
+                            " after it opened; registering again in ", absl::FormatDuration(d)));
+    supervise_for(d);
+    break_backoff = std::min(break_backoff * 2, options_.backoff_max);
   }
   ranks_->StopAll(options_.shutdown_grace, now_());
   while (ranks_->LiveRanks() > 0) {

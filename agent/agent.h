@@ -4,8 +4,12 @@
 //
 // When the coordinator goes away (the stream breaks, Register fails) the ranks keep running; the
 // agent registers again with the same node name, its previous node id and the node's secret (kept
-// in identity_file across agent restarts), with exponential backoff (at most
-// unreachable_retry_max while the coordinator is unreachable), and reports them on the new stream.
+// in identity_file across agent restarts), and reports them on the new stream: at once after a
+// stream that lived stable_after, else after an exponential backoff with jitter (at most
+// unreachable_retry_max while the coordinator is unreachable), so that a stream that keeps
+// breaking cannot make it register in a loop. Every message is made valid for the wire before it
+// is written (wire_text.h): a report the coordinator could not parse used to cost the stream,
+// again and again (issue #31).
 //
 // Step() is one iteration and takes its time from the injected clock, so tests drive the agent
 // with a fake link and a FakeLauncher without threads or sleeps. Run() is the real loop.
@@ -17,6 +21,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -41,6 +46,9 @@ struct AgentOptions {
   // Where the node id and secret of the latest registration are kept across agent restarts
   // (agent/node_identity.h); empty: in memory only.
   std::string identity_file;
+  // A heartbeat stream that breaks sooner than this after it opened is followed by the backoff
+  // above (with jitter) before the agent registers again; after a longer one, at once.
+  absl::Duration stable_after = absl::Seconds(30);
   absl::Duration shutdown_grace = absl::Seconds(20);  // SIGTERM → SIGKILL when the agent stops
 };
 
@@ -55,6 +63,8 @@ class Agent {
   bool connected() const { return stream_ != nullptr; }
   // Where each report's snapshot is published for /metrics (optional; must outlive the agent).
   void set_metrics(AgentMetrics* metrics) { metrics_ = metrics; }
+  // How Run() waits between reconnection attempts (tests pass one that moves their clock).
+  void set_sleep(std::function<void(absl::Duration)> sleep) { sleep_ = std::move(sleep); }
   const std::string& node_id() const { return node_id_; }
   absl::Duration heartbeat_interval() const { return heartbeat_; }
 
@@ -73,6 +83,8 @@ class Agent {
   // unreachable_retry_max (jittered) while the coordinator is unreachable.
   absl::Duration RetryDelay(const absl::Status& why, absl::Duration backoff);
   bool SendReport();
+  // Makes `msg`'s text fields valid for the wire (wire_text.h); warns the first time one changed.
+  void SanitizeOnce(google::protobuf::Message* msg, const char* what);
 
   AgentOptions options_;
   CoordinatorLink* link_;
@@ -90,6 +102,11 @@ class Agent {
   std::vector<v1::LogTail> logs_;  // answers to SendLogs, sent with the next report
   AgentMetrics* metrics_ = nullptr;
   std::minstd_rand rng_{std::random_device{}()};  // RetryDelay's jitter
+  std::function<void(absl::Duration)> sleep_ = [](absl::Duration d) {
+    std::this_thread::sleep_for(absl::ToChronoNanoseconds(d));
+  };
+  bool warned_sanitised_ = false;
+  bool warned_oversized_ = false;
 };
 
 }  // namespace ringmaster::agent

@@ -1,7 +1,9 @@
 #include "agent/agent.h"
 
+#include <atomic>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 
 #include "agent/fake_launcher.h"
 #include "gmock/gmock.h"
@@ -18,6 +20,11 @@ class FakeStream final : public HeartbeatStream {
   bool Write(const v1::AgentMessage& m) override {
     if (broken) return false;
     written.push_back(m);
+    // As the coordinator does: a message it cannot parse (a `string` field that is not valid
+    // UTF-8) ends the stream; the write itself has succeeded by then.
+    if (v1::AgentMessage parsed; !parsed.ParseFromString(m.SerializeAsString())) broken = true;
+    if (break_after_write) broken = true;
+    if (m.ByteSizeLong() > (4u << 20)) broken = true;  // the coordinator's message limit
     return true;
   }
   std::optional<v1::CoordinatorMessage> Read(absl::Duration) override {
@@ -32,6 +39,7 @@ class FakeStream final : public HeartbeatStream {
   std::deque<v1::CoordinatorMessage> inbox;
   std::vector<v1::AgentMessage> written;
   bool broken = false;
+  bool break_after_write = false;
 };
 
 class FakeLink final : public CoordinatorLink {
@@ -47,12 +55,14 @@ class FakeLink final : public CoordinatorLink {
   }
   absl::StatusOr<std::unique_ptr<HeartbeatStream>> OpenHeartbeat() override {
     auto s = std::make_unique<FakeStream>();
+    s->break_after_write = break_streams;
     stream = s.get();
     return std::unique_ptr<HeartbeatStream>(std::move(s));
   }
   std::vector<v1::RegisterRequest> registers;
   FakeStream* stream = nullptr;
   bool up = true;
+  bool break_streams = false;  // every stream breaks right after its first message
 };
 
 class AgentTest : public ::testing::Test {
@@ -204,6 +214,78 @@ TEST_F(AgentTest, ReportsEveryIntervalAndOnStateChanges) {
   EXPECT_EQ(r.state(), v1::RANK_PROCESS_STATE_EXITED);
   EXPECT_EQ(r.exit_code(), 1);
   EXPECT_EQ(r.last_error_line(), "t ERROR x: boom");
+}
+
+// Issue #31: a trainer error quoting the raw bytes of a hostile model file (config.json =
+// "\xff\xfe{") made every report unreadable to the coordinator, which dropped the stream each
+// time. The line is sent escaped (valid UTF-8, no control characters) and the stream holds.
+TEST_F(AgentTest, AnErrorLineWithInvalidUtf8IsSentEscapedAndTheStreamHolds) {
+  ASSERT_TRUE(agent_->Connect().ok());
+  link_.stream->inbox.push_back(StartCmd(1));
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  launcher_.Exit(launcher_.started[0].pid, 3,
+                 "t ERROR trainer: m/config.json: syntax error, last read: '\xff\xfe{' \x1b[2J\r");
+  now_ += absl::Milliseconds(10);
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  EXPECT_FALSE(link_.stream->broken);
+  const v1::RankProgress& r = link_.stream->written.back().ranks(0);
+  EXPECT_EQ(r.state(), v1::RANK_PROCESS_STATE_EXITED);
+  EXPECT_EQ(r.last_error_line(),
+            "t ERROR trainer: m/config.json: syntax error, last read: '\\xff\\xfe{' "
+            "\\x1b[2J\\r");
+  now_ += absl::Seconds(5);
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));  // and the next report goes out too
+  EXPECT_FALSE(link_.stream->broken);
+}
+
+// Issue #31: a message the coordinator cannot take must not cost the stream. Four answers to
+// SendLogs of 1 MiB each would make a report over its 4 MiB limit: their data is dropped, each
+// says why, and the stream holds.
+TEST_F(AgentTest, LogAnswersThatWouldOverflowTheReportAreDroppedNotTheStream) {
+  fs::create_directories(dir_ / "jobs" / "j1" / "gen-0");
+  {
+    std::ofstream log(dir_ / "jobs" / "j1" / "gen-0" / "rank-0.log", std::ios::binary);
+    log << std::string(size_t{3} << 19, 'x');  // 1.5 MiB
+  }
+  ASSERT_TRUE(agent_->Connect().ok());
+  for (uint64_t id = 1; id <= 4; ++id) {
+    v1::CoordinatorMessage m;
+    m.set_command_id(id);
+    m.mutable_send_logs()->set_job_id("j1");
+    m.mutable_send_logs()->set_generation(0);
+    link_.stream->inbox.push_back(m);
+  }
+  ASSERT_TRUE(agent_->Step(absl::ZeroDuration()));
+  EXPECT_FALSE(link_.stream->broken);
+  const v1::AgentMessage& r = link_.stream->written.back();
+  ASSERT_EQ(r.logs_size(), 4);
+  for (const v1::LogTail& t : r.logs()) {
+    EXPECT_EQ(t.data(), "");
+    EXPECT_THAT(t.error(), ::testing::HasSubstr("was dropped"));
+  }
+  now_ += absl::Seconds(5);
+  EXPECT_TRUE(agent_->Step(absl::ZeroDuration()));
+}
+
+// Issue #31: every stream broke right after the agent's first report and the agent registered
+// again at once, ~390 times a second. Now a stream that breaks soon after it opened is followed by
+// an exponential backoff (250 ms doubling to 10 s, with jitter): in a minute, a few registrations
+// instead of thousands. Time is the test's clock: each reading costs 1 ms, each wait moves it.
+TEST_F(AgentTest, AStreamThatKeepsBreakingIsReopenedWithBackoff) {
+  link_.break_streams = true;
+  const absl::Time start = now_;
+  std::atomic<bool> stop{false};
+  Agent agent(AgentOptions{}, &link_, sup_.get(), [&] {
+    now_ += absl::Milliseconds(1);
+    if (now_ - start >= absl::Minutes(1)) stop = true;
+    return now_;
+  });
+  agent.set_sleep([&](absl::Duration d) { now_ += d; });
+  agent.Run(&stop);
+  // Waits of 0.25, 0.5, 1, 2, 4, 8, then 10 s, each times 0.5 to 1: 11 to 17 registrations in
+  // a minute (before: one every few readings of the clock, thousands).
+  EXPECT_GE(link_.registers.size(), 10u);
+  EXPECT_LE(link_.registers.size(), 17u);
 }
 
 TEST_F(AgentTest, ReconnectsWithTheSameIdentityAndTheRanksKeepRunning) {

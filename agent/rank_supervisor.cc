@@ -15,6 +15,7 @@
 #include "agent/path_policy.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
+#include "common/log_escape.h"
 #include "common/open_beneath.h"
 #include "common/rank_status.h"
 #include "google/protobuf/util/time_util.h"
@@ -46,6 +47,14 @@ void AddTrace(const std::string& status_path, v1::RankProgress* rp) {
   if (f->last_step_unix > 0)
     *rp->mutable_last_step_at() = UnixSecondsToTimestamp(f->last_step_unix);
   rp->set_steps_this_process(f->steps_total);
+}
+
+// A trainer's error line as the coordinator may receive it: valid UTF-8 with its control
+// characters escaped (a hostile model file's bytes can be quoted in it, issue #31), at most
+// kMaxErrorLineBytes and not cut inside a character.
+std::string WireErrorLine(std::string_view line) {
+  return std::string(Utf8Prefix(EscapeControlCharacters(Utf8Prefix(line, kMaxErrorLineBytes)),
+                                kMaxErrorLineBytes));
 }
 
 bool ValidName(const std::string& s, size_t max, bool lower_ok) {
@@ -471,7 +480,7 @@ std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
         rp.set_process_stopped(rank.pid > 0 && launcher_->IsStopped(rank.pid));
       }
       if (!rank.start_error.empty()) {
-        rp.set_last_error_line(rank.start_error);
+        rp.set_last_error_line(WireErrorLine(rank.start_error));
         if (gen.job_file.empty()) rp.set_failure_kind(v1::FAILURE_KIND_DETERMINISTIC_STARTUP);
       }
       if (rank.exit) {
@@ -479,7 +488,7 @@ std::vector<v1::RankProgress> RankSupervisor::Report(absl::Time now) {
         rp.set_signal(rank.exit->signal);
         const bool failed = rank.exit->signal != 0 || rank.exit->exit_code != 0;
         if (failed && !rank.stop_requested) {
-          rp.set_last_error_line(rank.exit->last_error_line.substr(0, kMaxErrorLineBytes));
+          rp.set_last_error_line(WireErrorLine(rank.exit->last_error_line));
           if (rank.exit->signal == 0 && rank.exit->exit_code == kExitBadJob) {
             rp.set_failure_kind(v1::FAILURE_KIND_DETERMINISTIC_STARTUP);
           }

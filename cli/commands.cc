@@ -7,14 +7,18 @@
 #include "absl/strings/str_format.h"
 #include "cli/job_format.h"
 #include "common/file_util.h"
+#include "common/log_escape.h"
 
 namespace ringmaster::cli {
 namespace {
 
 void Print(std::FILE* f, const std::string& s) { std::fwrite(s.data(), 1, s.size(), f); }
 
+// Errors carry the coordinator's text, which may quote a job file or a trainer's output: shown
+// escaped (common/log_escape.h), never as raw control characters or invalid UTF-8.
 int Error(CliIo& io, const absl::Status& s) {
-  Print(io.err, absl::StrCat("ringmaster: ", s.message(), "\n"));
+  Print(io.err,
+        absl::StrCat("ringmaster: ", EscapeControlCharacters(std::string(s.message())), "\n"));
   return 1;
 }
 
@@ -38,6 +42,19 @@ absl::StatusOr<std::string> SubmitJobFile(CoordinatorClient& client, const std::
   std::error_code ec;
   const std::filesystem::path abs = std::filesystem::absolute(path, ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat(path, ": ", ec.message()));
+  // The request's text fields must be UTF-8 (protobuf `string`): else the coordinator could not
+  // even read the request. Said here, naming the file and where (issue #31).
+  if (const size_t at = FirstInvalidUtf8(*text); at != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(EscapeControlCharacters(path), ": byte ", at, " (0x",
+                     absl::Hex(static_cast<unsigned char>((*text)[at]), absl::kZeroPad2),
+                     ") is not valid UTF-8; a job file must be UTF-8 text"));
+  }
+  if (!IsValidUtf8(abs.string())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the job file's path '", EscapeControlCharacters(abs.string()),
+                     "' is not valid UTF-8; the coordinator and the agents need it as text"));
+  }
   v1::SubmitJobRequest req;
   req.mutable_client_version()->set_major(1);
   req.mutable_client_version()->set_minor(0);
@@ -87,8 +104,8 @@ int FollowJob(CoordinatorClient& client, const std::string& job_id, CliIo& io) {
     return Error(io, s);
   }
   if (last.phase() != v1::JOB_PHASE_SUCCEEDED && !last.error().empty()) {
-    Print(io.err,
-          absl::StrCat("job ", job_id, " ", PhaseName(last.phase()), ": ", last.error(), "\n"));
+    Print(io.err, absl::StrCat("job ", job_id, " ", PhaseName(last.phase()), ": ",
+                               EscapeControlCharacters(last.error()), "\n"));
   }
   return last.phase() == v1::JOB_PHASE_SUCCEEDED ? 0 : 1;
 }
@@ -168,11 +185,13 @@ int CmdLogs(CoordinatorClient& client, const std::string& job_id, int rank, uint
   absl::StatusOr<v1::GetLogsResponse> r = client.GetLogs(req);
   if (!r.ok()) return Error(io, r.status());
   if (r->truncated()) {
-    Print(io.err,
-          absl::StrCat("(the last ", r->data().size(), " bytes of rank ", rank,
-                       "'s log, generation ", r->generation(), ", node ", r->node_id(), ")\n"));
+    Print(io.err, absl::StrCat("(the last ", r->data().size(), " bytes of rank ", rank,
+                               "'s log, generation ", r->generation(), ", node ",
+                               EscapeControlCharacters(r->node_id()), ")\n"));
   }
-  Print(io.out, r->data());
+  // The log is the trainer's output, which may echo a job's labels or a model file's bytes:
+  // its lines stay lines, anything that would drive the terminal is escaped.
+  Print(io.out, EscapeControlCharacters(r->data(), LineBreaks::kKeep));
   return 0;
 }
 

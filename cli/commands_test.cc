@@ -165,6 +165,27 @@ TEST(Commands, SubmitSendsTheFileWithItsDirectory) {
   fs::remove_all(dir);
 }
 
+// Issue #31: a job file (or its path) that is not UTF-8 cannot be sent in a protobuf `string`:
+// refused here, naming the file and the byte, and nothing is sent.
+TEST(Commands, SubmitRefusesAJobFileThatIsNotUtf8) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("commands_test_utf8_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  ASSERT_TRUE(WriteFileAtomic((dir / "job.yaml").string(), "name: x\xff\n").ok());
+  ASSERT_TRUE(WriteFileAtomic((dir / "j\xfe.yaml").string(), "name: x\n").ok());
+  FakeClient c;
+  Captured cap;
+  EXPECT_EQ(CmdSubmit(c, (dir / "job.yaml").string(), false, cap.io), 1);
+  EXPECT_THAT(Captured::Text(cap.err),
+              HasSubstr("job.yaml: byte 7 (0xff) is not valid UTF-8; a job file must be UTF-8"));
+  Captured cap2;
+  EXPECT_EQ(CmdSubmit(c, (dir / "j\xfe.yaml").string(), false, cap2.io), 1);
+  EXPECT_THAT(Captured::Text(cap2.err), HasSubstr("j\\xfe.yaml' is not valid UTF-8"));
+  EXPECT_TRUE(c.submitted.empty());
+  fs::remove_all(dir);
+}
+
 // A job needing more nodes than are Ready is accepted; submit says it waits, and for what.
 TEST(Commands, SubmitSaysAJobWaitsForNodesThatAreNotReady) {
   namespace fs = std::filesystem;
@@ -236,6 +257,24 @@ TEST(Commands, NodesForgetAsksTheCoordinatorAndSaysWhy) {
   Captured cap2;
   EXPECT_EQ(CmdNodesForget(c, "gpu-3", cap2.io), 1);
   EXPECT_THAT(Captured::Text(cap2.err), HasSubstr("has a connected agent"));
+}
+
+// Issue #31: text from the coordinator reaches the terminal escaped: a log a trainer wrote (its
+// lines kept, ESC, CR and bytes that are not UTF-8 escaped) and an error quoting a job file.
+TEST(Commands, ServerTextIsPrintedEscaped) {
+  FakeClient c;
+  v1::GetLogsResponse r;
+  r.set_node_id("node-000002");
+  r.set_data("label '\x1b[2J' unknown\r\nconfig.json: '\xff\xfe{'\n");
+  c.logs = r;
+  Captured cap;
+  EXPECT_EQ(CmdLogs(c, "job-1", 0, 0, cap.io), 0);
+  EXPECT_EQ(Captured::Text(cap.out), "label '\\x1b[2J' unknown\\r\nconfig.json: '\\xff\\xfe{'\n");
+
+  c.logs = absl::InvalidArgumentError("job.yaml: unknown key 'bogus\x1b[2J\r'");
+  Captured cap2;
+  EXPECT_EQ(CmdLogs(c, "job-1", 0, 0, cap2.io), 1);
+  EXPECT_EQ(Captured::Text(cap2.err), "ringmaster: job.yaml: unknown key 'bogus\\x1b[2J\\r'\n");
 }
 
 }  // namespace

@@ -53,24 +53,6 @@ void Log(LogLevel level, std::string_view msg) {
 
 void SetLogEscapeControlCharacters(bool on) { EscapeControl().store(on); }
 
-std::string EscapeControlCharacters(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if ((u < 0x20 && c != '\t') || u == 0x7f) {
-      absl::StrAppend(&out, "\\x", absl::Hex(u, absl::kZeroPad2));
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 void SetLogProgramName(std::string_view name) {
   std::lock_guard<std::mutex> lock(NameMutex());
   ProgramName() = std::string(name);

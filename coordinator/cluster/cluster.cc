@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "common/absl_view.h"
 #include "common/log.h"
+#include "common/log_escape.h"
 #include "coordinator/cluster/api_version.h"
 #include "coordinator/cluster/node_secret.h"
 #include "coordinator/cluster/proto_convert.h"
@@ -35,6 +36,12 @@ void LogIfError(const absl::Status& st, std::string_view what) {
 }
 
 constexpr size_t kMaxNodeNameLength = 128;
+
+// See Cluster::CountStreamBreak. An agent reconnects at once after a stream that lived a while
+// and backs off after one that broke soon (agent.h), so a healthy node reaches this only when its
+// link fails several times a minute.
+constexpr size_t kMaxStreamBreaks = 5;
+constexpr absl::Duration kStreamBreakWindow = absl::Seconds(60);
 
 // Caps on the free-text fields of requests (issue #20): each is stored, logged or echoed, so an
 // authenticated caller must not be able to grow the database or the log by megabytes per call.
@@ -179,7 +186,12 @@ absl::StatusOr<v1::SubmitJobResponse> Cluster::SubmitJob(const v1::SubmitJobRequ
   }
   absl::StatusOr<JobRequirements> req = ParseJobRequirements(request.job_yaml(), request.source(),
                                                              request.base_dir(), options_.windows);
-  if (!req.ok()) return req.status();
+  if (!req.ok()) {
+    // The error may quote the job file (a key, a value): echoed with its control characters
+    // escaped (common/log_escape.h), like everything a client prints.
+    return absl::Status(req.status().code(),
+                        EscapeControlCharacters(std::string(req.status().message())));
+  }
 
   JobRecord record;
   record.name = req->spec.name;
@@ -458,6 +470,7 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
     LogInfo(absl::StrCat("node ", node->node_id, " (", inv.node_name(), ") registered again"));
     JobManager* job = JobHolding(node->node_id);
     node->verify_ranks = job != nullptr && job->phase() == JobPhase::kRunning;
+    if (node->verify_ranks) CountStreamBreak(*node, *job, now);
   }
   node->inventory = inv;
   node_by_name_[inv.node_name()] = node->node_id;
@@ -694,6 +707,22 @@ void Cluster::NodeLost(Node& node, std::string_view why) {
   if (JobManager* job = JobHolding(node.node_id)) {
     LogIfError(job->NodeLost(node.node_id, why), absl::StrCat("job ", job->id()));
   }
+}
+
+void Cluster::CountStreamBreak(Node& node, JobManager& job, absl::Time now) {
+  std::deque<absl::Time>& breaks = node.stream_breaks;
+  breaks.push_back(now);
+  while (now - breaks.front() > kStreamBreakWindow) breaks.pop_front();
+  if (breaks.size() < kMaxStreamBreaks) return;
+  breaks.clear();
+  node.verify_ranks = false;  // the generation ends here; the next one starts afresh
+  LogIfError(job.NodeLost(node.node_id,
+                          absl::StrCat("its heartbeat stream broke ", kMaxStreamBreaks,
+                                       " times within ", absl::FormatDuration(kStreamBreakWindow),
+                                       " (its agent registered again each time) while it ran "
+                                       "generation ",
+                                       job.generation())),
+             absl::StrCat("job ", job.id()));
 }
 
 void Cluster::Tick() {

@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -159,6 +160,9 @@ class Cluster {
     std::string secret_sha256;         // digest of the current registration's secret
     uint64_t registration = 0;         // counts Register calls of this node in this process
     uint64_t stream_registration = 0;  // `registration` when the attached stream opened
+    // Registrations again while running a job's ranks, within kStreamBreakWindow (each follows
+    // a broken stream): see CountStreamBreak.
+    std::deque<absl::Time> stream_breaks;
   };
 
   Cluster(const ClusterOptions& options, JobDb& db, const Clock& clock);
@@ -175,6 +179,11 @@ class Cluster {
   // Removes nodes lost for options_.forget_lost_after (Tick).
   void ForgetLostNodes(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NodeLost(Node& node, std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Issue #31: an agent whose every stream breaks before its reports are read registers again
+  // and again while its job waits at step 0 forever. The kMaxStreamBreaks-th registration within
+  // kStreamBreakWindow while the node runs `job`'s ranks fails that generation, naming the node.
+  void CountStreamBreak(Node& node, JobManager& job, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopStaleRanks(Node& node, const v1::RankProgress& report, const JobManager& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Offers free, live nodes to jobs in rendezvous; bumps the version.

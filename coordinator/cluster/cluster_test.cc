@@ -286,6 +286,17 @@ TEST_F(ClusterTest, InvalidSpecIsRefusedAndNothingIsStored) {
   EXPECT_THAT(*db_->ListJobs(), IsEmpty());
 }
 
+// Issue #31: a spec error quotes the job file; control characters in it come back escaped.
+TEST_F(ClusterTest, SpecErrorsAreEchoedWithTheirControlCharactersEscaped) {
+  v1::SubmitJobRequest r = Submission("1");
+  r.set_job_yaml(r.job_yaml() + "\"bogus\\e[2J\\r\": 1\n");
+  absl::StatusOr<v1::SubmitJobResponse> resp = cluster_->SubmitJob(r);
+  ASSERT_FALSE(resp.ok());
+  const std::string message(resp.status().message());
+  EXPECT_THAT(message, HasSubstr("unknown key 'bogus\\x1b[2J\\r'"));
+  EXPECT_EQ(message.find_first_of("\x1b\r"), std::string::npos);
+}
+
 TEST_F(ClusterTest, SubmitWithTheSameRequestIdReturnsTheFirstJob) {
   absl::StatusOr<v1::SubmitJobResponse> first = cluster_->SubmitJob(Submission("1", "req-1"));
   absl::StatusOr<v1::SubmitJobResponse> again = cluster_->SubmitJob(Submission("1", "req-1"));
@@ -472,6 +483,36 @@ TEST_F(ClusterTest, ReRegistrationWithoutTheRanksFailsTheGeneration) {
   EXPECT_EQ(s.generation(), 1);
   EXPECT_EQ(s.phase(), v1::JOB_PHASE_RUNNING);
   EXPECT_EQ(s.last_failure(), v1::FAILURE_KIND_NODE_LOST);
+}
+
+// Issue #31: an agent whose reports the coordinator cannot read loses its stream at once and
+// registers again, over and over; its job stayed Running at step 0 forever. The fifth
+// registration within a minute while the node runs the job fails the generation, naming the
+// node and why; four, or five spread over more than a minute, do not.
+TEST_F(ClusterTest, AStreamThatKeepsBreakingFailsTheGeneration) {
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string job = Submit("1");
+  ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  auto register_again = [&] {
+    absl::StatusOr<v1::RegisterResponse> r =
+        cluster_->Register(Registration("a", "10.0.0.1", a, secrets_[a]));
+    ASSERT_TRUE(r.ok()) << r.status();
+    secrets_[a] = r->node_secret();
+  };
+  for (int i = 0; i < 4; ++i) {
+    register_again();
+    clock_.Advance(absl::Seconds(20));  // 5 in 80 s: never 5 within 60 s
+  }
+  register_again();
+  EXPECT_EQ(Job(job).generation(), 0);
+  EXPECT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  register_again();  // now 5 within 60 s
+  v1::JobStatus s = Job(job);
+  EXPECT_EQ(s.generation(), 1);
+  EXPECT_EQ(s.last_failure(), v1::FAILURE_KIND_NODE_LOST);
+  EXPECT_THAT(s.error(), HasSubstr("node " + a +
+                                   " lost: its heartbeat stream broke 5 times "
+                                   "within 1m"));
 }
 
 TEST_F(ClusterTest, ACoordinatorRestartReloadsJobsAndNodes) {

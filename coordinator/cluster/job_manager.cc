@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/absl_view.h"
 #include "common/log.h"
+#include "common/log_escape.h"
 #include "common/rank_list.h"
 #include "coordinator/cluster/proto_convert.h"
 
@@ -32,7 +33,10 @@ std::string RankExitDetail(int global_rank, std::string_view node_id, const v1::
       break;
   }
   std::string detail = absl::StrCat("rank ", global_rank, " on ", ToAbsl(node_id), " ", what);
-  if (!r.last_error_line().empty()) absl::StrAppend(&detail, ": ", r.last_error_line());
+  // Stored and shown as the job's error: an agent's text, escaped (common/log_escape.h).
+  if (!r.last_error_line().empty()) {
+    absl::StrAppend(&detail, ": ", EscapeControlCharacters(r.last_error_line()));
+  }
   return detail;
 }
 
@@ -435,7 +439,7 @@ absl::Status JobManager::OnCommandError(std::string_view node_id, uint64_t comma
   if (it == start_commands_.end() || it->second != node_id) return absl::OkStatus();
   return HandleFailure({FailureKind::kRankExited,
                         absl::StrCat("node ", ToAbsl(node_id), " refused to start generation ",
-                                     generation(), ": ", ToAbsl(error))});
+                                     generation(), ": ", EscapeControlCharacters(error))});
 }
 
 absl::Status JobManager::Cancel(std::string_view reason) {
