@@ -144,6 +144,7 @@ case $mode in
     if [[ -z ${GPU_CHECK_PYTHON:-} && -x $ROOT/.venv/bin/python ]]; then
       export GPU_CHECK_PYTHON=$ROOT/.venv/bin/python
     fi
+    export RINGMASTER_EMULATED_CUDA_OK=1  # the emulated trainer runs CUDA jobs only when asked
     rc=0
     run "${bundle:-gpu-bundle-emu}" "$out" 1 || rc=$?
     # The writer must read what the run wrote; an emulated run is refused as a performance figure.
