@@ -78,12 +78,13 @@ absl::Status ValidateJobId(const std::string& id) {
 }  // namespace
 
 bool ReservedEnvName(std::string_view name) {
-  // RINGMASTER_STATUS_FILE and CUDA_VISIBLE_DEVICES are set by the agent (Launch); the others
-  // come from the node or name code or files the loader, libc, a shell, Python, OpenMP, CUDA or
-  // NCCL would load.
+  // RINGMASTER_STATUS_FILE and CUDA_VISIBLE_DEVICES are set by the agent (Launch);
+  // RINGMASTER_EMULATED_CUDA_OK (an emulated test build's opt-in to CUDA jobs) comes only from
+  // the agent's own environment; the others come from the node or name code or files the loader,
+  // libc, a shell, Python, OpenMP, CUDA or NCCL would load.
   // clang-format off
   static constexpr std::string_view kNames[] = {
-      "RINGMASTER_STATUS_FILE", "CUDA_VISIBLE_DEVICES",
+      "RINGMASTER_STATUS_FILE", "CUDA_VISIBLE_DEVICES", "RINGMASTER_EMULATED_CUDA_OK",
       "PATH", "HOME", "TMPDIR", "SHELL", "IFS", "ENV", "BASH_ENV",
       "GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH", "HOSTALIASES", "RESOLV_HOST_CONF",
       "LOCALDOMAIN", "MALLOC_CHECK_", "MALLOC_TRACE", "TZDIR",

@@ -41,7 +41,8 @@ struct SupervisorOptions {
   std::string trainer_path;  // the only binary this agent runs
   std::string work_dir;      // job files and rank logs: <work_dir>/jobs/<job>/gen-<g>/
   int cpu_cores = 1;         // OMP_NUM_THREADS = cores / local ranks unless the agent's env sets it
-  // Variables passed from the agent's own environment to the trainers (when set there).
+  // Variables passed from the agent's own environment to the trainers (when set there);
+  // RINGMASTER_EMULATED_CUDA_OK is an emulated test build's opt-in to CUDA jobs.
   std::vector<std::string> passthrough_env = {"PATH",
                                               "HOME",
                                               "LANG",
@@ -56,7 +57,8 @@ struct SupervisorOptions {
                                               "NCCL_SOCKET_IFNAME",
                                               "NCCL_IB_DISABLE",
                                               "NCCL_DEBUG",
-                                              "GLOO_SOCKET_IFNAME"};
+                                              "GLOO_SOCKET_IFNAME",
+                                              "RINGMASTER_EMULATED_CUDA_OK"};
   // Directories every path of a job (data, model, output) must lie in (--allowed-root); empty =
   // no restriction. A job naming anything else fails to start, as a deterministic error.
   std::vector<std::string> allowed_roots;

@@ -42,7 +42,9 @@ class RankSupervisorTest : public ::testing::Test {
     o.default_grace = absl::Seconds(30);
     o.keep_ended = absl::Minutes(1);
     sup_ = std::make_unique<RankSupervisor>(o, &launcher_, [](const std::string& name) {
-      return name == "PATH" ? std::optional<std::string>("/usr/bin") : std::nullopt;
+      if (name == "PATH") return std::optional<std::string>("/usr/bin");
+      if (name == "RINGMASTER_EMULATED_CUDA_OK") return std::optional<std::string>("1");
+      return std::optional<std::string>();
     });
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -92,6 +94,8 @@ TEST_F(RankSupervisorTest, StartsOnlyTheConfiguredTrainerWithTheCommandsEnvironm
   EXPECT_EQ(s.env.at("LOCAL_RANK"), "1");
   EXPECT_EQ(s.env.at("WORLD_SIZE"), "4");
   EXPECT_EQ(s.env.at("PATH"), "/usr/bin");
+  // An emulated test build's opt-in to CUDA jobs comes from the agent's own environment.
+  EXPECT_EQ(s.env.at("RINGMASTER_EMULATED_CUDA_OK"), "1");
   EXPECT_EQ(s.env.at("OMP_NUM_THREADS"), "4");  // 8 cores, 2 local ranks
   EXPECT_EQ(s.log_path, (dir_ / "work/jobs/job-1/gen-0/rank-3.log").string());
   // The job file is the spec resolved against base_dir.
@@ -165,8 +169,9 @@ TEST_F(RankSupervisorTest, SpecErrorsFailEveryRankAsDeterministic) {
 }
 
 TEST_F(RankSupervisorTest, ReservedEnvironmentVariablesAreRefused) {
-  for (const char* name : {"LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "RINGMASTER_STATUS_FILE",
-                           "GCONV_PATH", "NCCL_NET_PLUGIN", "OMP_TOOL_LIBRARIES"}) {
+  for (const char* name :
+       {"LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "RINGMASTER_STATUS_FILE", "GCONV_PATH",
+        "NCCL_NET_PLUGIN", "OMP_TOOL_LIBRARIES", "RINGMASTER_EMULATED_CUDA_OK"}) {
     v1::StartRanks common = Cmd(0);
     (*common.mutable_common_env())[name] = "/tmp/evil";
     const absl::Status s = sup_->Start(1, common, t_).status();

@@ -18,8 +18,12 @@ COPY scripts/setup.sh scripts/requirements-test.txt scripts/
 RUN RINGMASTER_SETUP_PYTHON=0 RINGMASTER_SETUP_TESTS=0 scripts/setup.sh \
  && rm -rf /var/lib/apt/lists/*
 COPY . .
+# The real CUDA trainer (nvcc, real NCCL), said explicitly: the build has no GPU, and the
+# emulator (RINGMASTER_CUDA_EMU) is for tests only. tests/deploy_cuda_configure.sh runs this
+# configure line (parsed from here) and checks the result.
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DRINGMASTER_NATIVE=OFF \
-      -DRINGMASTER_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES}" \
+      -DRINGMASTER_CUDA=ON -DRINGMASTER_CUDA_EMU=OFF \
+      "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES}" \
  && ninja -C /build ringmaster-agent ringmaster-trainer ringmaster \
  && mkdir -p /out/bin \
  && cp /build/agent/ringmaster-agent /build/trainer/ringmaster-trainer /build/cli/ringmaster /out/bin/ \

@@ -37,4 +37,7 @@ fi
 ninja -C "$build" ringmaster-trainer
 TRAINER="$build/trainer/ringmaster-trainer"
 [[ -x $TRAINER ]] || { echo "$TRAINER not built" >&2; exit 1; }
+# An emulator build (-DRINGMASTER_CUDA_EMU=ON) runs CUDA ranks only when asked; no effect on a
+# real CUDA build.
+[[ $device == cuda ]] && export RINGMASTER_EMULATED_CUDA_OK=1
 TRAINER=$TRAINER RINGMASTER_COMPRESSION_ACCURACY=$form RINGMASTER_COMPRESSION_DEVICE=$device exec bash "$ROOT/tests/dist_compression_accuracy.sh"

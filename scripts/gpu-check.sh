@@ -62,7 +62,10 @@ readonly kMarginBytes=$((2 * 1024 * 1024))
 # prepare BUILD_DIR BUNDLE_DIR EMULATED(0|1)
 prepare() {
   local build=$1 dest=$2 emulated=$3
-  export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+  # ccache when it is installed (scripts/setup.sh does not install it; a fresh machine has none).
+  if [[ -z ${CMAKE_CXX_COMPILER_LAUNCHER:-} ]] && command -v ccache >/dev/null; then
+    export CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  fi
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$ROOT")}
   if [[ ! -f $build/CMakeCache.txt ]]; then
     local emu=OFF
@@ -141,6 +144,7 @@ case $mode in
     if [[ -z ${GPU_CHECK_PYTHON:-} && -x $ROOT/.venv/bin/python ]]; then
       export GPU_CHECK_PYTHON=$ROOT/.venv/bin/python
     fi
+    export RINGMASTER_EMULATED_CUDA_OK=1  # the emulated trainer runs CUDA jobs only when asked
     rc=0
     run "${bundle:-gpu-bundle-emu}" "$out" 1 || rc=$?
     # The writer must read what the run wrote; an emulated run is refused as a performance figure.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue #8's sanitizer and fuzzing check, run by scripts/test.sh (CI) unless
 # RINGMASTER_SKIP_SANITIZE=1. In its own tree, build-sanitize/ (clang, RINGMASTER_SANITIZE=ON,
-# RINGMASTER_FUZZ=ON, no CUDA, the control plane when gRPC is installed):
+# RINGMASTER_FUZZ=ON, no nvcc but the CUDA emulator (RINGMASTER_CUDA_EMU=ON), the control plane
+# when gRPC is installed):
 #   1. builds the unit-test binaries and the fuzz targets (not the trainer/agent binaries the
 #      end-to-end tests need: those tests are not run here);
 #   2. runs the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (label unit, less
@@ -34,11 +35,14 @@ done
 step "configure $BUILD"
 # -O1 with line tables: sanitizer builds compile about twice as fast as -O3 and still give
 # file:line stacks. Debug keeps assertions on. The tests' own sources at -O0, half the compile
-# time of -O1 under the sanitizers (cmake/test_optimization.cmake).
+# time of -O1 under the sanitizers (cmake/test_optimization.cmake). No nvcc (clang builds the
+# host code), but the CUDA emulator, asked for explicitly (it is off by default): the emulated
+# CUDA tests below run under the sanitizers too.
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
   "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -gline-tables-only" -DRINGMASTER_TEST_OPT_LEVEL=-O0 \
   -DRINGMASTER_SANITIZE=ON -DRINGMASTER_FUZZ=ON \
-  -DRINGMASTER_CUDA=OFF -DRINGMASTER_CONTROL_PLANE=ON >"$BUILD.configure.log" 2>&1 ||
+  -DRINGMASTER_CUDA=OFF -DRINGMASTER_CUDA_EMU=ON -DRINGMASTER_CONTROL_PLANE=ON \
+  >"$BUILD.configure.log" 2>&1 ||
   { cat "$BUILD.configure.log"; exit 1; }
 grep -E "^-- ringmaster:" "$BUILD.configure.log" || true
 

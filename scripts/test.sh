@@ -21,7 +21,10 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 scripts/setup.sh
-scripts/build.sh
+# The emulator build, asked for explicitly (RINGMASTER_CUDA_EMU defaults to OFF): the gpu tests
+# (label emulated) and the CUDA engine's end-to-end tests run on the CPU. A build/ configured
+# otherwise (scripts/demo.sh's CPU-only one, say) is reconfigured to it.
+scripts/build.sh -DRINGMASTER_CUDA_EMU=ON -DRINGMASTER_CUDA=ON
 sanitize=$([[ ${RINGMASTER_SKIP_SANITIZE:-0} != 1 ]] && echo 1 || echo 0)
 # The sanitizer tree is built in the background while the tests run, on the CPU time they leave
 # idle (end-to-end tests spend much of theirs waiting for processes, timeouts and scrapes). Its

@@ -218,6 +218,10 @@ rt::CudaEngineFactory CudaEngineFactory() {
       return absl::Status(engine.status().code(),
                           absl::StrCat(job.source, ": ", engine.status().message()));
     }
+    // A run on the emulator (a test build that was let run it) says so every time.
+    if (const std::string w = rt::EmulatedCudaWarning(rt::cuda::ProbeGpu()); !w.empty()) {
+      ringmaster::LogWarning(w);
+    }
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     ringmaster::LogInfo(absl::StrCat(
         "train.device: cuda: the CUDA engine (", rt::cuda::GemmPrecisionName(options.precision),
@@ -286,6 +290,12 @@ absl::Status Train(const Args& a) {
   }
   // The coordinator's plan for this rank; one this machine cannot run is the job's fault.
   RM_RETURN_IF_ERROR(BadJob(rt::ApplyRankPlan(env, &job)));
+  // An emulated build runs train.device: cuda only where a test environment asks for it;
+  // refused before any rendezvous, as the job's fault (a restart on this node cannot help).
+  if (job.train.device == rt::Device::kCuda) {
+    RM_RETURN_IF_ERROR(
+        BadJob(rt::CheckCudaDevice(ProbeGpu(), std::getenv(rt::kEmulatedCudaOptIn))));
+  }
   if (env.distributed) {
     ringmaster::SetLogProgramName(absl::StrCat("ringmaster-trainer[rank ", env.rank, "]"));
   }

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "jobspec/job_settings.h"
 
 namespace ringmaster::trainer {
@@ -29,5 +30,19 @@ struct DeviceChoice {
 // `device: cuda` runs on it explicitly. Several ranks take their GPUs only where the binary has
 // NCCL (`nccl_built`): the CUDA engine's collectives need it.
 DeviceChoice ChooseAutoDevice(const GpuProbe& probe, int world_size, bool nccl_built);
+
+// The variable by which a test environment lets an emulated build (RINGMASTER_CUDA_EMU) run
+// train.device: cuda; the test harness sets it (CMakeLists.txt, tests/CMakeLists.txt) and agents
+// pass it to their trainers.
+inline constexpr char kEmulatedCudaOptIn[] = "RINGMASTER_EMULATED_CUDA_OK";
+
+// train.device: cuda on the devices `probe` saw. Their being the CPU emulator's (a test build,
+// hundreds of times slower than the CPU engine) is refused with FailedPrecondition, naming the
+// emulator and the ways out, unless `opt_in` (the value of RINGMASTER_EMULATED_CUDA_OK, null when
+// unset) is "1". Anything else is left to the engine (no device, no engine in this build).
+absl::Status CheckCudaDevice(const GpuProbe& probe, const char* opt_in);
+
+// The warning line a run of the CUDA engine on the emulator logs (empty on a real GPU).
+std::string EmulatedCudaWarning(const GpuProbe& probe);
 
 }  // namespace ringmaster::trainer
