@@ -108,6 +108,7 @@ void Validate(const JobSpec& s, const Marks* marks,
     }
   };
   auto bad = [&](absl::string_view path, absl::string_view msg) {
+    if (errors.Reported(path)) return;  // its value could not be read: reported already
     errors.Add(mark_of(path), absl::StrCat(path, ": ", msg));
   };
 
@@ -159,7 +160,9 @@ void Validate(const JobSpec& s, const Marks* marks,
   };
   check_prob("model.hidden_dropout_prob", m.hidden_dropout_prob);
   check_prob("model.attention_probs_dropout_prob", m.attention_probs_dropout_prob);
-  if (m.has_config) {
+  // A model.config with a value that could not be read is reported already; its other fields
+  // hold defaults that a check here would blame on the file.
+  if (m.has_config && !errors.ReportedUnder("model.config")) {
     BertConfig c = m.config;
     // vocab_size 0 is "from the vocab file", filled in later; check the rest now.
     if (c.vocab_size == 0) c.vocab_size = std::max(1, c.pad_token_id + 1);
