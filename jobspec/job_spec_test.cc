@@ -623,8 +623,10 @@ TEST(JobSpecTest, EveryKindOfMistakeInOnePass) {
   EXPECT_THAT(e, HasSubstr("job.yaml:9:15: train.eval_steps: must be >= 0, got -5"));
   EXPECT_THAT(e, HasSubstr("job.yaml:10:3: unknown key 'train.warmup_ratioo'"));
   EXPECT_THAT(e, HasSubstr("job.yaml:11:21: train.micro_batch_size: expected an integer"));
-  // The unreadable value is not checked again against the default it kept.
+  // The unreadable value is not checked again against the default it kept, alone or against
+  // another setting (global_batch_size 12 is no multiple of the default micro-batch, 8).
   EXPECT_THAT(e, Not(HasSubstr("micro_batch_size: must be")));
+  EXPECT_THAT(e, Not(HasSubstr("is not a multiple of train.micro_batch_size")));
 }
 
 TEST(JobSpecTest, UnreadableSectionIsNotCheckedAgain) {
