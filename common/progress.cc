@@ -55,14 +55,39 @@ ProgressReporter::~ProgressReporter() {
   if (bar_open_) sink_("\n");
 }
 
-void ProgressReporter::Update(int64_t step, double loss, double lr, int64_t samples_in_step) {
+void ProgressReporter::Update(int64_t step, double loss, double lr, int64_t samples_in_step,
+                              double epoch) {
   step_ = step;
   loss_ = loss;
   lr_ = lr;
+  epoch_ = epoch;
   samples_ += samples_in_step;
   has_update_ = true;
   shown_ = false;
   double now = now_();
+  eta_window_.push_back({now, step});
+  while (eta_window_.size() > kEtaWindowSteps + 1) eta_window_.pop_front();
+  if (log_every_steps_ > 0) {
+    window_loss_sum_ += loss;
+    ++window_losses_;
+    const bool log_now = step % log_every_steps_ == 0;
+    if (log_now) {
+      // HF's logging_steps: the loss logged is the mean over the steps since the last log.
+      loss_ = window_loss_sum_ / static_cast<double>(window_losses_);
+      window_loss_sum_ = 0;
+      window_losses_ = 0;
+      if (interactive_) {
+        Message(PlainLine(now));
+      } else {
+        Draw(now);
+      }
+      loss_ = loss;
+    }
+    if (!interactive_) {
+      shown_ = true;  // off a terminal, lines come only every log_every_steps steps
+      return;
+    }
+  }
   bool last = total_steps_ > 0 && step >= total_steps_;
   double interval = interactive_ ? kInteractiveRedrawSeconds : log_interval_seconds_;
   if (!drawn_once_ || last || now - last_draw_ >= interval) Draw(now);
@@ -98,29 +123,25 @@ void ProgressReporter::Finish() {
   }
 }
 
-namespace {
-
-struct Rates {
-  double samples_per_second = -1;  // < 0: not known yet
-  double eta_seconds = -1;
-};
-
-Rates ComputeRates(double elapsed, int64_t samples, int64_t steps_done, int64_t steps_left) {
+ProgressReporter::Rates ProgressReporter::RatesAt(double now) const {
   Rates r;
-  if (elapsed <= 0) return r;
-  r.samples_per_second = static_cast<double>(samples) / elapsed;
+  const double elapsed = now - start_time_;
+  if (elapsed > 0) r.samples_per_second = static_cast<double>(samples_) / elapsed;
+  const int64_t steps_left = total_steps_ - step_;
   if (steps_left <= 0) {
     r.eta_seconds = 0;
-  } else if (steps_done > 0) {
-    r.eta_seconds = static_cast<double>(steps_left) * elapsed / static_cast<double>(steps_done);
+  } else if (eta_window_.size() >= 2) {
+    const double seconds = eta_window_.back().time - eta_window_.front().time;
+    const int64_t steps = eta_window_.back().step - eta_window_.front().step;
+    if (steps >= kEtaWarmupSteps && seconds > 0) {
+      r.eta_seconds = static_cast<double>(steps_left) * seconds / static_cast<double>(steps);
+    }
   }
   return r;
 }
 
-}  // namespace
-
 std::string ProgressReporter::BarLine(double now) const {
-  Rates r = ComputeRates(now - start_time_, samples_, step_ - start_step_, total_steps_ - step_);
+  Rates r = RatesAt(now);
   std::string line = label_.empty() ? "" : absl::StrCat(label_, " ");
   if (total_steps_ > 0) {
     int64_t clamped = std::clamp<int64_t>(step_, 0, total_steps_);
@@ -136,20 +157,27 @@ std::string ProgressReporter::BarLine(double now) const {
   if (r.samples_per_second >= 0) {
     absl::StrAppend(&line, absl::StrFormat("  %.1f samples/s", r.samples_per_second));
   }
-  if (total_steps_ > 0) absl::StrAppend(&line, "  ETA ", FormatDuration(r.eta_seconds));
+  if (total_steps_ > 0) {
+    absl::StrAppend(&line, "  ETA ",
+                    r.eta_seconds < 0 ? "warming up" : FormatDuration(r.eta_seconds));
+  }
   return line;
 }
 
 std::string ProgressReporter::PlainLine(double now) const {
-  Rates r = ComputeRates(now - start_time_, samples_, step_ - start_step_, total_steps_ - step_);
+  Rates r = RatesAt(now);
   std::string line = label_.empty() ? "" : absl::StrCat(label_, " ");
   absl::StrAppend(&line, "step ", step_);
   if (total_steps_ > 0) absl::StrAppend(&line, "/", total_steps_);
   absl::StrAppend(&line, absl::StrFormat(" loss=%.4f lr=%.3g", loss_, lr_));
+  if (epoch_ >= 0) absl::StrAppend(&line, absl::StrFormat(" epoch=%.2f", epoch_));
   if (r.samples_per_second >= 0) {
     absl::StrAppend(&line, absl::StrFormat(" samples/s=%.1f", r.samples_per_second));
   }
-  if (total_steps_ > 0) absl::StrAppend(&line, " eta=", FormatDuration(r.eta_seconds));
+  if (total_steps_ > 0) {
+    absl::StrAppend(&line,
+                    " eta=", r.eta_seconds < 0 ? "warming-up" : FormatDuration(r.eta_seconds));
+  }
   return line;
 }
 

@@ -6,13 +6,19 @@
 // at most every `log_interval_seconds`, plus the first and last step:
 //   ... INFO ringmaster-trainer: train step 120/1000 loss=0.4312 lr=1.9e-05 samples/s=38.2
 //   eta=1m23s
-// Rates and the ETA are averages since construction (i.e. since `start_step`, which is not 0
-// after a resume), so a resumed run does not count restored steps as instant progress.
+// samples/s is the average since construction (i.e. since `start_step`, which is not 0 after a
+// resume), so a resumed run does not count restored steps as instant progress. The ETA is the
+// rate over a moving window of the last kEtaWindowSteps updates (the first step's start-up costs
+// fall out of it), and reads "warming up" until that window spans kEtaWarmupSteps steps.
+// With SetLogEverySteps(N) (train.log_every_steps, HF's logging_steps) a log line is printed at
+// every step that is a multiple of N, its loss the mean over those N steps, instead of every few
+// seconds.
 //
 // Not thread safe: one training loop owns a reporter.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -41,9 +47,16 @@ class ProgressReporter {
   // Ends an open bar line so that whatever is printed next starts on a fresh line.
   ~ProgressReporter();
 
+  static constexpr size_t kEtaWindowSteps = 30;
+  static constexpr int64_t kEtaWarmupSteps = 3;
+
   // Records that optimizer step `step` (1-based count of completed steps) finished with `loss`
-  // at learning rate `lr`, having consumed `samples_in_step` samples (whole job).
-  void Update(int64_t step, double loss, double lr, int64_t samples_in_step);
+  // at learning rate `lr`, having consumed `samples_in_step` samples (whole job); `epoch` (< 0:
+  // not shown) is the fractional epoch reached, as HF logs it (0.67 = two thirds of epoch one).
+  void Update(int64_t step, double loss, double lr, int64_t samples_in_step, double epoch = -1);
+
+  // Log lines every `steps` steps (0: every log_interval_seconds, the default).
+  void SetLogEverySteps(int64_t steps) { log_every_steps_ = steps; }
 
   // Prints `msg` as a log line without corrupting the bar: clears it, prints, redraws it.
   void Message(std::string_view msg);
@@ -55,6 +68,11 @@ class ProgressReporter {
   static Sink DefaultSink();
 
  private:
+  struct Rates {
+    double samples_per_second = -1;  // < 0: not known yet
+    double eta_seconds = -1;         // < 0: still warming up
+  };
+  Rates RatesAt(double now) const;
   std::string BarLine(double now) const;
   std::string PlainLine(double now) const;
   void Draw(double now);
@@ -77,6 +95,15 @@ class ProgressReporter {
   bool bar_open_ = false;  // a bar is on screen without its ending "\n"
   double last_draw_ = 0;
   bool drawn_once_ = false;
+  double epoch_ = -1;
+  int64_t log_every_steps_ = 0;
+  double window_loss_sum_ = 0;  // losses since the last log_every_steps line
+  int64_t window_losses_ = 0;
+  struct Tick {
+    double time;
+    int64_t step;
+  };
+  std::deque<Tick> eta_window_;  // the last kEtaWindowSteps + 1 updates
 };
 
 }  // namespace ringmaster

@@ -76,6 +76,7 @@ struct Value {
 
   void TypeError(absl::string_view expected) const {
     errors.Add(&mark, absl::StrCat(path, ": expected ", expected, ", got ", Describe(node)));
+    errors.NoteReported(path);
   }
 };
 
@@ -126,6 +127,7 @@ std::optional<int> ToInt(const Value& v) {
   if (!i) return std::nullopt;
   if (*i < std::numeric_limits<int>::min() || *i > std::numeric_limits<int>::max()) {
     v.errors.Add(&v.mark, absl::StrCat(v.path, ": ", *i, " is out of range"));
+    v.errors.NoteReported(v.path);
     return std::nullopt;
   }
   return static_cast<int>(*i);
@@ -165,6 +167,7 @@ class MapReader {
     if (!node.IsMap()) {
       std::string what = path_.empty() ? "the job spec" : path_;
       errors_.Add(&mark, absl::StrCat(what, ": expected a mapping of keys, got ", Describe(node)));
+      errors_.NoteReported(path_);
       return;
     }
     for (auto it = node.begin(); it != node.end(); ++it) {
@@ -284,6 +287,7 @@ void ParseModelConfig(const YAML::Node& node, const YAML::Mark& mark, ModelSpec&
     // already.
     if ((node.IsMap() || node.IsNull()) && m.Take(required) == nullptr) {
       errors.Add(&mark, absl::StrCat("model.config.", required, " is required"));
+      errors.NoteReported(absl::StrCat("model.config.", required));
     }
   }
   m.Get("hidden_size", &c.hidden_size, ToInt);
@@ -326,6 +330,7 @@ void GetSetting(MapReader& m, absl::string_view key, E* out, Errors& errors,
     unknown.errors.Add(mark, absl::StrCat(path, ": '", *name,
                                           "' is not one of: ", jobspec::AllowedSettingNames<E>()));
     unknown.paths.insert(path);
+    errors.NoteReported(path);
   }
 }
 
@@ -627,8 +632,10 @@ absl::StatusOr<JobSpec> ParseJobSpecImpl(std::string_view yaml_text, std::string
   ParseDistributed(root, spec, errors, unknown_settings, marks);
   ParseRestart(root, spec, errors, marks);
   root.ReportUnknown();
-  // Range checks on half-read values would only repeat the type errors already reported.
-  if (!errors.empty()) return errors.ToStatus();
+  // A document that is not a mapping has no settings to check.
+  if (!doc.IsMap()) return errors.ToStatus();
+  // Every mistake in one pass: unknown keys and unreadable values (above) together with the
+  // range and consistency checks below, which skip the values already reported.
 
   ModelSpec& m = spec.model;
   const std::string base(base_dir);

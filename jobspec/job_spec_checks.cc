@@ -107,7 +107,16 @@ void Validate(const JobSpec& s, const Marks* marks,
       p.resize(dot);
     }
   };
+  // Whether any of `paths` is already reported as unreadable: a check comparing it with another
+  // setting would judge the default it kept.
+  auto unread = [&](std::initializer_list<absl::string_view> paths) {
+    for (absl::string_view p : paths) {
+      if (errors.Reported(p)) return true;
+    }
+    return false;
+  };
   auto bad = [&](absl::string_view path, absl::string_view msg) {
+    if (errors.Reported(path)) return;  // its value could not be read: reported already
     errors.Add(mark_of(path), absl::StrCat(path, ": ", msg));
   };
 
@@ -159,7 +168,9 @@ void Validate(const JobSpec& s, const Marks* marks,
   };
   check_prob("model.hidden_dropout_prob", m.hidden_dropout_prob);
   check_prob("model.attention_probs_dropout_prob", m.attention_probs_dropout_prob);
-  if (m.has_config) {
+  // A model.config with a value that could not be read is reported already; its other fields
+  // hold defaults that a check here would blame on the file.
+  if (m.has_config && !errors.ReportedUnder("model.config")) {
     BertConfig c = m.config;
     // vocab_size 0 is "from the vocab file", filled in later; check the rest now.
     if (c.vocab_size == 0) c.vocab_size = std::max(1, c.pad_token_id + 1);
@@ -221,7 +232,9 @@ void Validate(const JobSpec& s, const Marks* marks,
       if (!seen.insert(name).second)
         bad("data.labels", absl::StrCat("'", name, "' is listed twice"));
     }
-    if (s.model.num_labels == 1) {
+    if (unread({"model.num_labels"})) {
+      // the count cannot be compared with a number that could not be read
+    } else if (s.model.num_labels == 1) {
       bad("data.labels", "names classes, but model.num_labels: 1 is regression");
     } else if (s.data.labels.size() != static_cast<size_t>(s.model.num_labels)) {
       bad("data.labels", absl::StrCat("has ", s.data.labels.size(),
@@ -256,7 +269,7 @@ void Validate(const JobSpec& s, const Marks* marks,
     bad("train.micro_batch_size", absl::StrCat("must be >= 1, got ", t.micro_batch_size));
   }
   if (t.global_batch_size >= 1 && t.micro_batch_size >= 1 &&
-      t.global_batch_size % t.micro_batch_size != 0) {
+      t.global_batch_size % t.micro_batch_size != 0 && !unread({"train.micro_batch_size"})) {
     bad("train.global_batch_size",
         absl::StrCat(t.global_batch_size, " is not a multiple of train.micro_batch_size (",
                      t.micro_batch_size,
@@ -267,7 +280,8 @@ void Validate(const JobSpec& s, const Marks* marks,
   // Checked whatever the schedule, so a job switched to polynomial later is not broken already.
   if (!(t.lr_end >= 0 && std::isfinite(t.lr_end))) {
     bad("train.lr_end", absl::StrCat("must be >= 0, got ", t.lr_end));
-  } else if (t.lr_schedule == LrScheduleKind::kPolynomial && t.lr > 0 && !(t.lr_end < t.lr)) {
+  } else if (t.lr_schedule == LrScheduleKind::kPolynomial && t.lr > 0 && !(t.lr_end < t.lr) &&
+             !unread({"train.lr", "train.lr_schedule"})) {
     // HF raises the same: the polynomial decay goes down from lr to lr_end.
     bad("train.lr_end", absl::StrCat("must be below train.lr (", t.lr,
                                      ") for lr_schedule polynomial, got ", t.lr_end));
@@ -280,7 +294,7 @@ void Validate(const JobSpec& s, const Marks* marks,
   }
   if (t.warmup_steps < 0) {
     bad("train.warmup_steps", absl::StrCat("must be >= 0, got ", t.warmup_steps));
-  } else if (t.max_steps > 0 && t.warmup_steps >= t.max_steps) {
+  } else if (t.max_steps > 0 && t.warmup_steps >= t.max_steps && !unread({"train.max_steps"})) {
     bad("train.warmup_steps",
         absl::StrCat(t.warmup_steps, " must be below train.max_steps (", t.max_steps, ")"));
   }

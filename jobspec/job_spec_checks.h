@@ -53,8 +53,34 @@ class Errors {
   bool empty() const { return lines_.empty(); }
   void Append(const Errors& other) {
     lines_.insert(lines_.end(), other.lines_.begin(), other.lines_.end());
+    reported_.insert(other.reported_.begin(), other.reported_.end());
   }
   const std::string& source() const { return source_; }
+
+  // Key paths whose value is already reported as unreadable (wrong type, misspelt setting, a
+  // section that is not a mapping): the checks after parsing skip them and what lies under
+  // them, so that one mistake is reported once while every other mistake is still reported.
+  void NoteReported(absl::string_view path) { reported_.emplace(path); }
+  bool Reported(absl::string_view path) const {
+    std::string p(path);
+    while (true) {
+      if (reported_.contains(p)) return true;
+      size_t dot = p.rfind('.');
+      if (dot == std::string::npos) return false;
+      p.resize(dot);
+    }
+  }
+  // Whether anything at or under `prefix` is reported.
+  bool ReportedUnder(absl::string_view prefix) const {
+    for (auto it = reported_.lower_bound(prefix); it != reported_.end(); ++it) {
+      absl::string_view p = *it;
+      if (p.substr(0, prefix.size()) != prefix) break;
+      if (p.size() == prefix.size() || p[prefix.size()] == '.' || p[prefix.size()] == '[') {
+        return true;
+      }
+    }
+    return Reported(prefix);
+  }
 
   // All problems in file order (the order they are found in is the parser's, not the reader's);
   // problems without a position come last.
@@ -82,13 +108,15 @@ class Errors {
   };
   std::string source_;
   std::vector<Line> lines_;
+  std::set<std::string, std::less<>> reported_;
 };
 
 // A job or node name: 1-128 of [A-Za-z0-9._-], starting with a letter or digit.
 bool ValidName(absl::string_view name);
 
 // The checks behind ValidateJobSpec; `marks` (may be null) adds line numbers; `unknown` (may be
-// null) names the settings already reported as misspelt.
+// null) names the settings already reported as misspelt. A key path `errors` already holds as
+// reported (Errors::NoteReported) is not checked again.
 void Validate(const JobSpec& s, const Marks* marks,
               const std::set<std::string, std::less<>>* unknown, Errors& errors);
 

@@ -605,3 +605,43 @@ TEST(JobSpecTest, BucketCapDefaultsToPerUnitAndAppliesOnlyToNoShard) {
 }
 
 }  // namespace ringmaster::trainer
+
+namespace ringmaster::trainer {
+namespace {
+
+// Issue #32: unknown keys, wrong types, misspelt settings and out-of-range values in one pass
+// (before, range checks ran only once the file had no key or type error: two runs to see all).
+TEST(JobSpecTest, EveryKindOfMistakeInOnePass) {
+  const std::string e = ErrorOf(std::string(kMinimal) +
+                                "train:\n"
+                                "  lr_schedule: cosin\n"       // line 8
+                                "  eval_steps: -5\n"           // line 9
+                                "  warmup_ratioo: 0.1\n"       // line 10
+                                "  micro_batch_size: lots\n"   // line 11
+                                "  global_batch_size: 12\n");  // line 12
+  EXPECT_THAT(e, HasSubstr("job.yaml:8:16: train.lr_schedule: 'cosin' is not one of"));
+  EXPECT_THAT(e, HasSubstr("job.yaml:9:15: train.eval_steps: must be >= 0, got -5"));
+  EXPECT_THAT(e, HasSubstr("job.yaml:10:3: unknown key 'train.warmup_ratioo'"));
+  EXPECT_THAT(e, HasSubstr("job.yaml:11:21: train.micro_batch_size: expected an integer"));
+  // The unreadable value is not checked again against the default it kept, alone or against
+  // another setting (global_batch_size 12 is no multiple of the default micro-batch, 8).
+  EXPECT_THAT(e, Not(HasSubstr("micro_batch_size: must be")));
+  EXPECT_THAT(e, Not(HasSubstr("is not a multiple of train.micro_batch_size")));
+}
+
+TEST(JobSpecTest, UnreadableSectionIsNotCheckedAgain) {
+  const std::string e = ErrorOf(
+      "model:\n  config: {hidden_size: big, num_hidden_layers: 1, num_attention_heads: 5,\n"
+      "           intermediate_size: 32}\n  vocab: v.txt\ndata: {train: t.tsv}\n"
+      "output: [a]\ntrain: {epochs: -1}\n");
+  EXPECT_THAT(e, HasSubstr("model.config.hidden_size: expected an integer"));
+  EXPECT_THAT(e, HasSubstr("output: expected a mapping of keys"));
+  EXPECT_THAT(e, HasSubstr("train.epochs: must be >= 1"));
+  // output.dir is "missing" only because output could not be read; model.config's other checks
+  // would judge the default hidden size (768, not a multiple of 5 heads).
+  EXPECT_THAT(e, Not(HasSubstr("output.dir")));
+  EXPECT_THAT(e, Not(HasSubstr("num_attention_heads 5")));
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer

@@ -73,9 +73,10 @@ void DefineFlags(ringmaster::FlagSet& f) {
                "Trains a job: one process, or one rank of many under the torchrun environment\n"
                "(RANK, WORLD_SIZE, MASTER_ADDR, ...).",
                "Without --config: the embedded demo job (generates its data under runs/demo).");
-  f.AddCommand("predict", "--model DIR --input FILE.tsv",
-               "Classifies sentences: one line per input row, the predicted label id, then one\n"
-               "column per logit (TSV).");
+  f.AddCommand("predict", "--model DIR --input FILE",
+               "Classifies sentences: a header, then one line per input row: the predicted\n"
+               "label (its name when the model has label names, else its id), then one column\n"
+               "per class: the logits, or with --probabilities their softmax (TSV).");
   f.AddCommand("tokenize", "--vocab FILE",
                "Prints the WordPiece ids ([CLS] ... [SEP]) of each stdin line.");
   f.AddCommand("gen-data", "--out DIR", "Writes the synthetic sentiment dataset the demo uses.");
@@ -94,8 +95,14 @@ void DefineFlags(ringmaster::FlagSet& f) {
            "train.resume: never (start over, removing the previous run's output)", {"train"});
   f.Value("--model", "DIR", nullptr, "required", "a Hugging Face model directory (a run's final/)",
           {"predict"});
-  f.Value("--input", "FILE.tsv", nullptr, "required", "sentences, TSV with a header line",
+  f.Value("--input", "FILE", nullptr, "required",
+          "sentences: TSV, CSV or JSONL (by extension) with the columns the model was\n"
+          "trained on",
           {"predict"});
+  f.Switch("--probabilities", nullptr,
+           "class probabilities (softmax of the logits, HF's pipeline with top_k=None)\n"
+           "instead of logits",
+           {"predict"});
   f.Value("--output", "FILE|-", nullptr, "- (stdout)",
           "where the predictions go ('-': stdout). A FIFO or a device such as\n"
           "/dev/null is written in place; a file is replaced atomically (renamed over)",
@@ -465,7 +472,10 @@ absl::Status Predict(const Args& a) {
   const int trained_len = m.model_max_length > 0 ? m.model_max_length : 128;
   RM_ASSIGN_OR_RETURN(int max_len, IntFlag(a, "--max-len", trained_len, 2));
   max_len = std::min(max_len, m.config.max_position_embeddings);
-  RM_ASSIGN_OR_RETURN(std::string out, rt::PredictFile(m, a.values.at("--input"), max_len));
+  const bool probabilities =
+      std::find(a.switches.begin(), a.switches.end(), "--probabilities") != a.switches.end();
+  RM_ASSIGN_OR_RETURN(std::string out,
+                      rt::PredictFile(m, a.values.at("--input"), max_len, probabilities));
   // '-' (the default) is stdout; a device or FIFO is written in place, a file replaced
   // atomically (issue #33); under an agent's --allowed-root no link is followed.
   auto o = a.values.find("--output");
@@ -545,7 +555,7 @@ int main(int argc, char** argv) {
         "--tokenizer-compat", "--vocab", "--out", "--train", "--dev", "--seed", "--seconds"}) {
     if (std::optional<std::string> v = fs.value(name)) args.values[name] = *v;
   }
-  for (const char* name : {"--resume", "--overwrite", "--cased"}) {
+  for (const char* name : {"--resume", "--overwrite", "--cased", "--probabilities"}) {
     if (fs.value(name) == "true") args.switches.push_back(name);
   }
   absl::Status s;

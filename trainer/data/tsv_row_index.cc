@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/file_util.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "trainer/data/tsv.h"
 
@@ -20,6 +21,10 @@ namespace ringmaster::trainer {
 namespace {
 
 constexpr size_t kChunkBytes = size_t{1} << 20;
+// More words than the longest data.max_seq_len (8192 tokens, jobspec's limit) can hold: such a
+// row is truncated whatever the job says, most of it never read (a 5 MB line, often a file whose
+// line ends were lost). Issue #32: said once, with its line, instead of nothing.
+constexpr uint32_t kOverLongRowWords = 8192;
 
 // Closes a descriptor on every early return of Build.
 class FdCloser {
@@ -53,6 +58,7 @@ absl::StatusOr<TsvRowIndex> TsvRowIndex::Build(const std::string& path, int num_
   index.path_ = path;
   std::optional<TsvLineParser::Row> row;
   uint64_t record_start = 0;  // file offset of the record the next line belongs to
+  bool warned_long = false;   // the first over-long row is reported, the others counted
   // A TSV row's sentence starts at line_start + sentence_begin; other formats' rows are whole
   // records (a CSV record may span lines). Labels are parsed here, once.
   auto feed = [&](absl::string_view line, uint64_t line_start) -> absl::Status {
@@ -75,6 +81,14 @@ absl::StatusOr<TsvRowIndex> TsvRowIndex::Build(const std::string& path, int num_
       index.words_.push_back(CountWords(row->text) + CountWords(row->text_pair));
     }
     index.labels_.push_back(row->label);
+    if (!warned_long && index.words_.back() > kOverLongRowWords) {
+      warned_long = true;
+      LogWarning(absl::StrCat(
+          path, ":", parser.line_no(), ": a row of ", index.text_bytes_.back(), " bytes and ",
+          index.words_.back(), " words, more than any data.max_seq_len (", kOverLongRowWords,
+          " tokens at most) holds: only its first data.max_seq_len tokens are used (further rows "
+          "this long are not reported)"));
+    }
     return absl::OkStatus();
   };
 

@@ -20,6 +20,7 @@
 #include "common/progress.h"
 #include "common/status_macros.h"
 #include "trainer/model/cpu_ops.h"
+#include "trainer/train/stop_notice.h"
 #include "trainer/train/train_loop_clock.h"
 
 namespace ringmaster::trainer {
@@ -57,6 +58,13 @@ TrainLoop::TrainLoop(JobSpec job, LoopWorld world, TrainData data, TrainPlan pla
       export_model_(std::move(export_model)),
       settings_(TrajectorySettings(job_)),
       best_(job_.train) {}
+
+double TrainLoop::EpochReached() const {
+  if (plan_.steps_per_epoch <= 0) return epoch_;
+  const double epoch =
+      epoch_ + static_cast<double>(cursor_) / static_cast<double>(plan_.steps_per_epoch);
+  return std::round(epoch * 100.0) / 100.0;
+}
 
 absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
   RM_RETURN_IF_ERROR(RestoreLatest());
@@ -116,6 +124,9 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
                             world_.rank, static_cast<int>(e - b), static_cast<int>(gb)));
   }
   ProgressReporter progress("train", total_steps, step_, leader() && ::isatty(2) != 0);
+  progress.SetLogEverySteps(job_.train.log_every_steps);
+  stop_step_.store(step_ + 1);
+  StopNotice stop_notice(stop, &stop_step_, [](const std::string& line) { LogInfo(line); });
   metrics_->OnStart(world, total_steps);
   const auto t0 = std::chrono::steady_clock::now();
   bool saved_at_step = false;
@@ -155,6 +166,7 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
       int64_t k = 0;  // steps taken from this plan
       while (cursor_ < plan_size && step_ < total_steps && !early_stopped_) {
         const int64_t n_total = step_sizes[k++];
+        stop_step_.store(step_ + 1);
         const auto step_start = std::chrono::steady_clock::now();
         StepFigures fig;
         engine_->BeginStep();
@@ -184,6 +196,8 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         RM_RETURN_IF_ERROR(engine_->status());
         const double lr = plan_.schedule.LrAt(step_);
         const bool stop_here = stop != nullptr && stop->load();
+        // Past this check a stop takes effect after the next step.
+        if (!stop_here) stop_step_.store(step_ + 2);
         RM_ASSIGN_OR_RETURN(
             const StepTotals sr,
             engine_->FinishStep(loss, lr, job_.train.max_grad_norm, stop_here ? 1.0f : 0.0f));
@@ -200,7 +214,7 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         samples_seen_ += n_total;
         saved_at_step = false;
         nlohmann::json line = {{"step", step_},
-                               {"epoch", epoch_ + 1},
+                               {"epoch", EpochReached()},
                                {"loss", sr.loss},
                                {"lr", lr},
                                {"grad_norm", sr.skipped ? 0.0 : sr.grad_norm}};
@@ -216,7 +230,7 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         RM_RETURN_IF_ERROR(AppendMetrics(
             line, {{"train/samples_per_second",
                     static_cast<float>(static_cast<double>(n_total) / step_seconds)}}));
-        progress.Update(step_, sr.loss, lr, n_total);
+        progress.Update(step_, sr.loss, lr, n_total, EpochReached());
         fig.step = step_;
         fig.loss = sr.loss;
         fig.learning_rate = lr;
@@ -238,7 +252,7 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         bool save_evaluated = false;
         if (!data_.eval.empty() && EvaluatesNow(epoch_end)) {
           bool is_best = false;
-          RM_RETURN_IF_ERROR(EvaluateAndRank(epoch_ + 1, /*record=*/true, &result, &is_best));
+          RM_RETURN_IF_ERROR(EvaluateAndRank(EpochReached(), /*record=*/true, &result, &is_best));
           progress.Message(absl::StrCat(
               absl::StrFormat("epoch %d (step %d): eval loss %.4f accuracy %.4f (%d rows)",
                               epoch_ + 1, step_, result.eval.loss, result.eval.accuracy,
@@ -260,6 +274,7 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         const bool stopping = sr.flag_sum > 0;
         const bool periodic = job_.output.checkpoint_every_steps > 0 &&
                               step_ % job_.output.checkpoint_every_steps == 0;
+        if (stopping) stop_notice.Flush();
         if (periodic || stopping || save_evaluated || early_stopped_) {
           RM_RETURN_IF_ERROR(Checkpoint());
           saved_at_step = true;
@@ -284,8 +299,8 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
     // whose final evaluation metrics.jsonl already holds does not write it twice. It is ranked
     // like any evaluation: with load_best_model_at_end the final weights are a candidate too.
     bool is_best = false;
-    RM_RETURN_IF_ERROR(EvaluateAndRank(cursor_ > 0 ? epoch_ + 1 : epoch_,
-                                       /*record=*/restored_eval_step_ != step_, &result, &is_best));
+    RM_RETURN_IF_ERROR(EvaluateAndRank(EpochReached(), /*record=*/restored_eval_step_ != step_,
+                                       &result, &is_best));
     if (leader()) {
       LogInfo(absl::StrCat(
           absl::StrFormat("final weights (step %d): eval loss %.4f accuracy %.4f (%d rows)", step_,

@@ -154,7 +154,9 @@ class TrainLoop {
   // EvaluateAll, then ranks the evaluation (best model, early stopping) with rank 0's verdict,
   // which every rank adopts (collective), and appends it to metrics.jsonl as of `epoch` unless
   // `record` is false. Sets result->eval and eval_step; *is_best says whether it is the best.
-  absl::Status EvaluateAndRank(int epoch, bool record, TrainResult* result, bool* is_best);
+  absl::Status EvaluateAndRank(double epoch, bool record, TrainResult* result, bool* is_best);
+  // The fractional epoch reached (HF's state.epoch, rounded to 2 decimals as HF logs it).
+  double EpochReached() const;
   // train.load_best_model_at_end: loads the best evaluation's checkpoint into the engine, with
   // its figures into *result (collective).
   absl::Status LoadBestModel(TrainResult* result);
@@ -190,6 +192,8 @@ class TrainLoop {
   std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0 with output.tensorboard; else null
   // Position.
   int64_t step_ = 0;
+  // The step at which a stop asked for now takes effect (read by StopNotice's thread).
+  std::atomic<int64_t> stop_step_{1};
   int64_t skipped_steps_ = 0;  // fp16 steps whose update was skipped (this run)
   int epoch_ = 0;
   int64_t cursor_ = 0;  // index of the next global batch in this epoch's plan

@@ -116,7 +116,7 @@ bool TrainLoop::EvaluatesNow(bool epoch_end) const {
   return false;
 }
 
-absl::Status TrainLoop::EvaluateAndRank(int epoch, bool record, TrainResult* result,
+absl::Status TrainLoop::EvaluateAndRank(double epoch, bool record, TrainResult* result,
                                         bool* is_best) {
   RM_ASSIGN_OR_RETURN(result->eval, EvaluateAll());
   result->eval_step = step_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -178,8 +179,13 @@ std::vector<std::string> LabelNames(const BertConfig& config) {
 
 }  // namespace
 
-absl::StatusOr<std::string> PredictFile(const LoadedModel& m, const std::string& input,
-                                        int max_len) {
+absl::StatusOr<std::string> PredictFile(const LoadedModel& m, const std::string& input, int max_len,
+                                        bool probabilities) {
+  if (probabilities && m.config.num_labels < 2) {
+    return absl::InvalidArgumentError(
+        "--probabilities: the model is a regression model (num_labels 1): its output is a "
+        "score, not class probabilities");
+  }
   TableOptions columns = m.columns;
   columns.labels = LabelNames(m.config);  // an input's label column may hold the names
   RM_ASSIGN_OR_RETURN(std::vector<Example> rows, ReadTableForPredict(input, columns));
@@ -205,11 +211,20 @@ absl::StatusOr<std::string> PredictFile(const LoadedModel& m, const std::string&
   std::string out = "label";
   for (int c = 0; c < C; ++c) absl::StrAppend(&out, "\t", name_of(c));
   out += "\n";
+  std::vector<double> probs(static_cast<size_t>(C));
   for (size_t i = 0; i < data.size(); ++i) {
     const float* row = logits.data() + i * C;
     const int pred = C > 1 ? static_cast<int>(std::max_element(row, row + C) - row) : 0;
     absl::StrAppend(&out, named ? name_of(pred) : absl::StrCat(pred));
-    for (int c = 0; c < C; ++c) absl::StrAppend(&out, "\t", absl::StrFormat("%.7g", row[c]));
+    if (probabilities) {
+      // A stable softmax in double, as the pipeline's (it subtracts the maximum too).
+      double sum = 0;
+      for (int c = 0; c < C; ++c) sum += probs[c] = std::exp(double{row[c]} - double{row[pred]});
+      for (int c = 0; c < C; ++c)
+        absl::StrAppend(&out, "\t", absl::StrFormat("%.7g", probs[c] / sum));
+    } else {
+      for (int c = 0; c < C; ++c) absl::StrAppend(&out, "\t", absl::StrFormat("%.7g", row[c]));
+    }
     out += "\n";
   }
   return out;

@@ -56,9 +56,11 @@ inline constexpr char kDataColumnsFile[] = "ringmaster_data.json";
 // predict: `input` (any format; its columns as the model was trained on) run through the model
 // `m`, as TSV text: a header ("label", then one column per class named by id2label), then one
 // line per input row in order: the predicted class (its name when the model has label names,
-// else its id), then the logits.
-absl::StatusOr<std::string> PredictFile(const LoadedModel& m, const std::string& input,
-                                        int max_len);
+// else its id), then the logits, or with `probabilities` their softmax (what HF's
+// text-classification pipeline gives with top_k=None, in label-id order); a regression model
+// (num_labels 1) has no probabilities and is refused.
+absl::StatusOr<std::string> PredictFile(const LoadedModel& m, const std::string& input, int max_len,
+                                        bool probabilities = false);
 
 // How the job's data files are read (data.format and the column names).
 TableOptions TableOptionsForJob(const JobSpec& job);
