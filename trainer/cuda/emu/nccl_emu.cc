@@ -228,6 +228,7 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
 void Release(ncclComm* c, cuda_emu::nccl::RankStateValue state) {
   if (c->hdr().joined.load(std::memory_order_acquire) < c->nranks) c->seg.Unlink();
   c->hdr().ranks[c->rank].state.store(state, std::memory_order_release);
+  c->alive->store(false, std::memory_order_release);
   delete c;
 }
 

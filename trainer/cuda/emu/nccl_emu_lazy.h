@@ -20,9 +20,12 @@ namespace cuda_emu::nccl {
 // Whether calls on `stream` are queued on it (lazy streams, a stream other than the legacy one).
 bool QueuedOnStream(cudaStream_t stream);
 
-// Queues `ops` of communicator `c` on `stream`: when the stream reaches them they are issued
-// together (as one group) and driven to completion, their timeouts counted from then. An error
-// is kept as the communicator's (ncclCommGetAsyncError, every later call) and printed.
+// Queues `ops` of communicator `c` on `stream` (streams.h SubmitPolled): when the stream
+// reaches them they are issued together (as one group), their timeouts counted from then, and
+// the stream goes no further until they finish: a wait drives them to the end, a query
+// (cudaEventQuery, cudaStreamQuery) advances them without blocking. An error is kept as the
+// communicator's (ncclCommGetAsyncError, every later call) and printed; work of a communicator
+// destroyed or aborted meanwhile is dropped.
 void EnqueueOnStream(ncclComm* c, std::vector<std::unique_ptr<Op>> ops, cudaStream_t stream);
 
 }  // namespace cuda_emu::nccl
