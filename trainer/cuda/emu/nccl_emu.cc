@@ -17,6 +17,7 @@
 #include "trainer/cuda/emu/cuda_emu_runtime.h"
 #include "trainer/cuda/emu/emu_device_range.h"
 #include "trainer/cuda/emu/nccl_emu_comm.h"
+#include "trainer/cuda/emu/nccl_emu_lazy.h"
 
 using cuda_emu::nccl::Clock;
 using cuda_emu::nccl::CollectiveOp;
@@ -39,7 +40,12 @@ constexpr char kIdPrefix[] = "ncclemu:";
 
 // Group state of the calling thread (NCCL's groups are per thread).
 thread_local int t_group_depth = 0;
-thread_local std::vector<std::pair<ncclComm*, std::unique_ptr<Op>>> t_deferred;
+struct Deferred {
+  ncclComm* comm;
+  std::unique_ptr<Op> op;
+  cudaStream_t stream;
+};
+thread_local std::vector<Deferred> t_deferred;
 thread_local std::vector<ncclComm*> t_group_inits;
 
 ncclResult_t Error(ncclComm* c, ncclResult_t r, const std::string& what) {
@@ -63,8 +69,9 @@ ncclResult_t CheckCall(const char* api, ncclComm* c, ncclDataType_t dtype, cudaS
                                  "uint8, int32, fp16, bf16, fp32 are)",
                                  api, static_cast<int>(dtype)));
   }
+  // In stream order: prior work is done first (lazy streams: the call is queued behind it).
   if (cuda_emu::StickyError() != cudaSuccess ||
-      cudaStreamSynchronize(stream) != cudaSuccess) {  // In stream order: prior work is done.
+      (!cuda_emu::nccl::QueuedOnStream(stream) && cudaStreamSynchronize(stream) != cudaSuccess)) {
     return Error(c, ncclUnhandledCudaError, absl::StrCat(api, ": the stream reported an error"));
   }
   return ncclSuccess;
@@ -86,10 +93,17 @@ ncclResult_t CheckBuffer(const char* api, ncclComm* c, const char* name, const v
 }
 
 // Queues `op` (deferred inside a group), then runs it: to completion on a blocking
-// communicator, as far as it goes without waiting on a non-blocking one.
-ncclResult_t Submit(ncclComm* c, std::unique_ptr<Op> op) {
+// communicator, as far as it goes without waiting on a non-blocking one. Under lazy streams it
+// is queued on `stream` instead and runs when the stream reaches it (nccl_emu_lazy.h).
+ncclResult_t Submit(ncclComm* c, std::unique_ptr<Op> op, cudaStream_t stream) {
   if (t_group_depth > 0) {
-    t_deferred.emplace_back(c, std::move(op));
+    t_deferred.push_back({c, std::move(op), stream});
+    return ncclSuccess;
+  }
+  if (cuda_emu::nccl::QueuedOnStream(stream)) {
+    std::vector<std::unique_ptr<Op>> ops;
+    ops.push_back(std::move(op));
+    cuda_emu::nccl::EnqueueOnStream(c, std::move(ops), stream);
     return ncclSuccess;
   }
   c->pending.push_back(std::move(op));
@@ -138,7 +152,7 @@ ncclResult_t Collective(const char* api, int32_t kind, const void* send, void* r
   op->per_chunk = std::max<size_t>(1, kind == kReduceScatter ? slot_elems / n : slot_elems);
   op->what = absl::StrFormat("%s #%d (%d x %s)", api, op->sig.seq, count, TypeName(dtype));
   if (count == 0) return ncclSuccess;  // Every rank skips it alike.
-  return Submit(c, std::move(op));
+  return Submit(c, std::move(op), stream);
 }
 
 ncclResult_t PointToPoint(const char* api, bool is_send, const void* buf, size_t count,
@@ -163,7 +177,7 @@ ncclResult_t PointToPoint(const char* api, bool is_send, const void* buf, size_t
   op->bytes = bytes;
   op->what = absl::StrFormat("%s %s rank %d (%d x %s)", api, is_send ? "to" : "from", peer, count,
                              TypeName(dtype));
-  return Submit(c, std::move(op));
+  return Submit(c, std::move(op), stream);
 }
 
 // Joins communicator `id` as `rank`; waits for all ranks only when `wait` is set.
@@ -214,6 +228,7 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
 void Release(ncclComm* c, cuda_emu::nccl::RankStateValue state) {
   if (c->hdr().joined.load(std::memory_order_acquire) < c->nranks) c->seg.Unlink();
   c->hdr().ranks[c->rank].state.store(state, std::memory_order_release);
+  c->alive->store(false, std::memory_order_release);
   delete c;
 }
 
@@ -409,12 +424,30 @@ ncclResult_t ncclGroupEnd() {
   t_group_inits.clear();
   bool blocking = false;
   for (ncclComm* c : comms) blocking |= c->blocking;
-  for (auto& [c, op] : t_deferred) {
+  // Lazy streams: a group whose calls share one communicator and one stream (the common case:
+  // an all-to-all's sends and receives) is queued on that stream as one piece of work. Others
+  // (several communicators or streams in one group) run at the group's end, after their streams.
+  std::vector<Deferred> deferred = std::move(t_deferred);
+  t_deferred.clear();
+  if (comms.empty() && !deferred.empty() &&
+      cuda_emu::nccl::QueuedOnStream(deferred.front().stream) &&
+      std::all_of(deferred.begin(), deferred.end(), [&](const Deferred& d) {
+        return d.comm == deferred.front().comm && d.stream == deferred.front().stream;
+      })) {
+    std::vector<std::unique_ptr<Op>> ops;
+    for (Deferred& d : deferred) ops.push_back(std::move(d.op));
+    cuda_emu::nccl::EnqueueOnStream(deferred.front().comm, std::move(ops), deferred.front().stream);
+    return ncclSuccess;
+  }
+  for (Deferred& d : deferred) {
+    if (cuda_emu::nccl::QueuedOnStream(d.stream)) cudaStreamSynchronize(d.stream);
+  }
+  for (Deferred& d : deferred) {
+    ncclComm* c = d.comm;
     if (std::find(comms.begin(), comms.end(), c) == comms.end()) comms.push_back(c);
     blocking |= c->blocking;
-    c->pending.push_back(std::move(op));
+    c->pending.push_back(std::move(d.op));
   }
-  t_deferred.clear();
   if (blocking) return Drive(comms);
   ncclResult_t result = ncclSuccess;
   for (ncclComm* c : comms) {

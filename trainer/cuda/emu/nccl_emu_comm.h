@@ -5,6 +5,7 @@
 
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -99,6 +100,8 @@ struct ncclComm {
   ncclResult_t async_error = ncclSuccess;
   std::string last_error;
   cuda_emu::nccl::Clock::time_point next_liveness_check;
+  // False once destroyed or aborted: work queued on a lazy stream (nccl_emu_lazy.h) checks it.
+  std::shared_ptr<std::atomic<bool>> alive = std::make_shared<std::atomic<bool>>(true);
 
   cuda_emu::nccl::SegmentHeader& hdr() const { return seg.header(); }
 

@@ -25,6 +25,7 @@ if(CUDA_EMU_NCCL_INCLUDE)
   add_library(cuda_emu_nccl STATIC
     ${CUDA_EMU_STAND_INS_DIR}/nccl_emu.cc
     ${CUDA_EMU_STAND_INS_DIR}/nccl_emu_comm.cc
+    ${CUDA_EMU_STAND_INS_DIR}/nccl_emu_lazy.cc
     ${CUDA_EMU_STAND_INS_DIR}/nccl_emu_segment.cc)
   target_include_directories(cuda_emu_nccl SYSTEM PUBLIC ${CUDA_EMU_NCCL_INCLUDE})
   target_link_libraries(cuda_emu_nccl PUBLIC cuda_emu PRIVATE cuda_emu_stand_in_common

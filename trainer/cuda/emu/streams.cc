@@ -24,7 +24,8 @@ struct Queue {
   int device = 0;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::pair<uint64_t, std::function<void()>>> items;
+  // Each item returns true when finished; polled items (SubmitPolled) may return false.
+  std::deque<std::pair<uint64_t, std::function<bool()>>> items;
   uint64_t enqueued = 0;
   uint64_t done = 0;
   bool running = false;  // an item is running (popped, not finished)
@@ -51,8 +52,9 @@ std::shared_ptr<Queue> Lookup(uint64_t id) {
 
 // Runs `q`'s items up to sequence number `seq`. Another thread running one of them is waited
 // for; this thread running one (an event wait inside a queued item of the same stream) returns:
-// the items before it have finished.
-void DrainUpTo(Queue& q, uint64_t seq) {
+// the items before it have finished. A polled item that is not finished is called again until
+// it is, or, when `poll_only` (a query: a GPU never blocks one), put back and left for later.
+void DrainUpTo(Queue& q, uint64_t seq, bool poll_only = false) {
   std::unique_lock<std::mutex> l(q.mu);
   while (q.done < seq) {
     if (q.running) {
@@ -66,8 +68,22 @@ void DrainUpTo(Queue& q, uint64_t seq) {
     q.running = true;
     q.runner = std::this_thread::get_id();
     l.unlock();
-    item.second();
+    bool finished = item.second();
+    for (int spins = 0; !finished && !poll_only; ++spins) {
+      if (spins < 200) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      finished = item.second();
+    }
     l.lock();
+    if (!finished) {
+      q.items.push_front(std::move(item));
+      q.running = false;
+      q.cv.notify_all();
+      return;
+    }
     q.done = item.first;
     q.running = false;
     q.cv.notify_all();
@@ -126,19 +142,33 @@ void Drain(cudaStream_t s) {
   }
 }
 
-void Submit(cudaStream_t s, std::function<void()> work) {
-  if (IsLegacyStream(s)) {
-    DrainDevice();
-    work();
-    return;
-  }
-  if (!GetOptions().lazy_streams) {
-    work();
+void SubmitPolled(cudaStream_t s, std::function<bool()> work) {
+  if (IsLegacyStream(s) || !GetOptions().lazy_streams) {
+    if (IsLegacyStream(s)) DrainDevice();
+    for (int spins = 0; !work(); ++spins) {
+      if (spins < 200) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
     return;
   }
   Queue& q = *s->queue;
   std::lock_guard<std::mutex> l(q.mu);
   q.items.emplace_back(++q.enqueued, std::move(work));
+}
+
+void Submit(cudaStream_t s, std::function<void()> work) {
+  if (IsLegacyStream(s) || !GetOptions().lazy_streams) {
+    if (IsLegacyStream(s)) DrainDevice();
+    work();
+    return;
+  }
+  SubmitPolled(s, [work = std::move(work)] {
+    work();
+    return true;
+  });
 }
 
 }  // namespace cuda_emu
@@ -177,7 +207,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 // the host waiting, and code that polls (NCCL's Work::Wait) must see it finish.
 cudaError_t cudaStreamQuery(cudaStream_t s) {
   if (!cuda_emu::IsLegacyStream(s) && !cuda_emu::Finished(*s->queue, UINT64_MAX)) {
-    cuda_emu::DrainAll(*s->queue);
+    cuda_emu::DrainUpTo(*s->queue, UINT64_MAX, /*poll_only=*/true);
     return cudaErrorNotReady;
   }
   return cuda_emu::StickyError();
@@ -229,7 +259,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
   if (e == nullptr) return cudaErrorInvalidResourceHandle;
   if (e->stream != 0) {
     if (auto q = cuda_emu::Lookup(e->stream); q && !cuda_emu::Finished(*q, e->seq)) {
-      cuda_emu::DrainUpTo(*q, e->seq);  // as cudaStreamQuery: not ready, and progressing
+      cuda_emu::DrainUpTo(*q, e->seq, /*poll_only=*/true);  // as cudaStreamQuery: progressing
       return cudaErrorNotReady;
     }
   }

@@ -24,6 +24,11 @@ namespace cuda_emu {
 
 // Queues `work` on `stream` (or runs it now: eager policy, legacy default stream).
 void Submit(cudaStream_t stream, std::function<void()> work);
+// Queues work that finishes over several calls: `work` returns true once done. A wait calls it
+// until it is; a query (cudaStreamQuery, cudaEventQuery) calls it once and, if not done, leaves
+// it at the head of the queue (not ready), as a GPU's query never blocks on unfinished work.
+// Eager policy and the legacy stream: called at once until done.
+void SubmitPolled(cudaStream_t stream, std::function<bool()> work);
 // Runs everything queued on `stream` (every stream of the device for the legacy stream).
 void Drain(cudaStream_t stream);
 // Runs everything queued on every stream of the current device.
