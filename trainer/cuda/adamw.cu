@@ -2,6 +2,7 @@
 // (trainer/optim/adamw.cc): decoupled weight decay where decay_mask[i] != 0, bias correction.
 #include <cmath>
 
+#include "trainer/cuda/kernel_cost.h"
 #include "trainer/cuda/kernels.h"
 
 namespace ringmaster::trainer::cuda {
@@ -42,6 +43,8 @@ cudaError_t AdamWStep(float* params, const float* grads, float* exp_avg, float* 
   const float step_size = static_cast<float>(lr / bc1);
   const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   const float decay = static_cast<float>(1.0 - lr * weight_decay);
+  // params, grads, both moments and the decay mask byte in; params and moments out.
+  DeclareKernelCost({17.0 * n, 12.0 * n, 15.0 * n});
   AdamWStepKernel<<<Blocks(n, 256), 256, 0, stream>>>(
       params, grads, exp_avg, exp_avg_sq, decay_mask, n, step_size, bc2_sqrt,
       static_cast<float>(beta1), static_cast<float>(beta2), static_cast<float>(eps), decay);

@@ -4,6 +4,7 @@
 #include "trainer/cuda/attention_ops.h"
 #include "trainer/cuda/counter_rng.cuh"
 #include "trainer/cuda/cuda_common.cuh"
+#include "trainer/cuda/kernel_cost.h"
 
 namespace ringmaster::trainer::cuda {
 namespace {
@@ -87,6 +88,7 @@ cudaError_t RowsToHeads(const float* rows, int64_t ld, float* heads, int B, int 
   size_t n = 0;
   if (!HeadsShape(ld, B, S, NH, D, &n)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
+  DeclareKernelCost(ElementwiseCost(n, 1, 1, 0));  // the head columns of rows (ld may be wider)
   RowsToHeadsKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, ld, heads, S, NH, D, n);
   return cudaGetLastError();
 }
@@ -96,6 +98,7 @@ cudaError_t HeadsToRows(const float* heads, float* rows, int64_t ld, int B, int 
   size_t n = 0;
   if (!HeadsShape(ld, B, S, NH, D, &n)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
+  DeclareKernelCost(ElementwiseCost(n, 1, 1, 0));
   HeadsToRowsKernel<<<Blocks(n), kThreads, 0, stream>>>(heads, rows, ld, S, NH, D, n);
   return cudaGetLastError();
 }
@@ -108,7 +111,8 @@ cudaError_t AttentionDropoutForward(const float* probs, float* mask, float* drop
     return cudaMemcpyAsync(dropped, probs, n * sizeof(float), cudaMemcpyDeviceToDevice, stream);
   }
   if (p >= 1.0f) return cudaErrorInvalidValue;
-  const float keep_scale = 1.0f / (1.0f - p);  // as the CPU: T(1) / (T(1) - T(p))
+  const float keep_scale = 1.0f / (1.0f - p);       // as the CPU: T(1) / (T(1) - T(p))
+  DeclareKernelCost(ElementwiseCost(n, 1, 2, 12));  // probs in; mask and dropped out
   AttentionDropoutKernel<<<Blocks(n), kThreads, 0, stream>>>(probs, mask, dropped, block, p,
                                                              keep_scale, seed, n);
   return cudaGetLastError();
@@ -116,6 +120,7 @@ cudaError_t AttentionDropoutForward(const float* probs, float* mask, float* drop
 
 cudaError_t TanhForward(const float* x, float* y, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  DeclareKernelCost(ElementwiseCost(n, 1, 1, 8));
   TanhForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, n);
   return cudaGetLastError();
 }
@@ -123,18 +128,21 @@ cudaError_t TanhForward(const float* x, float* y, size_t n, cudaStream_t stream)
 cudaError_t TanhBackward(const float* dy, const float* y, float* dx, size_t n,
                          cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  DeclareKernelCost(ElementwiseCost(n, 2, 1, 3));
   TanhBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, y, dx, n);
   return cudaGetLastError();
 }
 
 cudaError_t Multiply(const float* a, const float* b, float* out, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  DeclareKernelCost(ElementwiseCost(n, 2, 1, 1));
   MultiplyKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, out, n);
   return cudaGetLastError();
 }
 
 cudaError_t AddInPlace(float* y, const float* r, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  DeclareKernelCost(ElementwiseCost(n, 2, 1, 1));
   AddInPlaceKernel<<<Blocks(n), kThreads, 0, stream>>>(y, r, n);
   return cudaGetLastError();
 }

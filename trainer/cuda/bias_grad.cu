@@ -3,6 +3,7 @@
 // chunks in order. The split depends only on the shape, so the result is bit-reproducible.
 #include "trainer/cuda/bias_grad.h"
 #include "trainer/cuda/cuda_common.cuh"
+#include "trainer/cuda/kernel_cost.h"
 
 namespace ringmaster::trainer::cuda {
 namespace {
@@ -42,8 +43,10 @@ cudaError_t BiasGradient(const float* dy, float* db, float* scratch, int rows, i
   const int chunks = CeilDiv(rows, kRowsPerChunk);
   const int col_blocks = CeilDiv(C, kThreads);
   if (chunks > 0) {
+    DeclareKernelCost({4.0 * rows * C, 4.0 * chunks * C, 1.0 * rows * C});
     ColumnPartialKernel<<<dim3(col_blocks, chunks), kThreads, 0, stream>>>(dy, scratch, rows, C);
   }
+  DeclareKernelCost({4.0 * chunks * C + (accumulate ? 4.0 * C : 0.0), 4.0 * C, 1.0 * chunks * C});
   ColumnFinalKernel<<<col_blocks, kThreads, 0, stream>>>(scratch, db, chunks, C, accumulate);
   return cudaGetLastError();
 }

@@ -1,6 +1,7 @@
 // fp32 → bf16 / fp16 casts for the mixed-precision GEMMs (round to nearest even; fp16 overflows
 // to ±inf, NaN stays NaN), and an in-place scale for fp16 loss-scaling's unscale. Elementwise,
 // memory bound: a grid-stride loop so one launch covers any n. CPU references: cpu_half.h.
+#include "trainer/cuda/kernel_cost.h"
 #include "trainer/cuda/kernels.h"
 
 namespace ringmaster::trainer::cuda {
@@ -36,18 +37,21 @@ int Blocks(size_t n, int threads) {
 
 cudaError_t CastToBf16(const float* x, __nv_bfloat16* y, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  DeclareKernelCost({4.0 * n, 2.0 * n, 1.0 * n});
   CastToBf16Kernel<<<Blocks(n, 256), 256, 0, stream>>>(x, y, n);
   return cudaGetLastError();
 }
 
 cudaError_t CastToFp16(const float* x, __half* y, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  DeclareKernelCost({4.0 * n, 2.0 * n, 1.0 * n});
   CastToFp16Kernel<<<Blocks(n, 256), 256, 0, stream>>>(x, y, n);
   return cudaGetLastError();
 }
 
 cudaError_t ScaleInPlace(float* x, size_t n, float factor, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  DeclareKernelCost(ElementwiseCost(n, 1, 1, 1));
   ScaleKernel<<<Blocks(n, 256), 256, 0, stream>>>(x, n, factor);
   return cudaGetLastError();
 }

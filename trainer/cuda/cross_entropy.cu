@@ -1,6 +1,7 @@
 // Classification loss of BertForSequenceClassification, as BertModel::Forward/Backward:
 // cross-entropy with integer labels (stored as floats) for C > 1, squared error for C == 1.
 // One thread per sample (C is small). The mean over the batch is left to the caller.
+#include "trainer/cuda/kernel_cost.h"
 #include "trainer/cuda/kernels.h"
 
 namespace ringmaster::trainer::cuda {
@@ -47,6 +48,7 @@ __global__ void LossBackwardKernel(const float* logits, const float* labels, flo
 cudaError_t ClassificationLossForward(const float* logits, const float* labels, float* losses,
                                       int B, int C, cudaStream_t stream) {
   if (B <= 0 || C <= 0) return cudaErrorInvalidValue;
+  DeclareKernelCost({4.0 * B * C + 4.0 * B, 4.0 * B, 4.0 * B * C});
   LossForwardKernel<<<(B + 127) / 128, 128, 0, stream>>>(logits, labels, losses, B, C);
   return cudaGetLastError();
 }
@@ -54,6 +56,8 @@ cudaError_t ClassificationLossForward(const float* logits, const float* labels, 
 cudaError_t ClassificationLossBackward(const float* logits, const float* labels, float* dlogits,
                                        int B, int C, float loss_weight, cudaStream_t stream) {
   if (B <= 0 || C <= 0) return cudaErrorInvalidValue;
+  // logits and labels in; dlogits out, the label's element read back (C > 1) for its -= .
+  DeclareKernelCost({4.0 * B * C + 4.0 * B + (C > 1 ? 4.0 * B : 0.0), 4.0 * B * C, 4.0 * B * C});
   LossBackwardKernel<<<(B + 127) / 128, 128, 0, stream>>>(logits, labels, dlogits, B, C,
                                                           loss_weight);
   return cudaGetLastError();

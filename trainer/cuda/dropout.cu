@@ -1,6 +1,7 @@
 // Inverted dropout with the counter-based mask of cpu::DropoutForward: element i of a launch
 // keeps iff UniformAt(seed, i) >= p, so the mask is the CPU's for the same seed.
 #include "trainer/cuda/counter_rng.cuh"
+#include "trainer/cuda/kernel_cost.h"
 #include "trainer/cuda/kernels.h"
 
 namespace ringmaster::trainer::cuda {
@@ -43,12 +44,14 @@ cudaError_t DropoutForward(float* x, float* mask, size_t n, float p, uint64_t se
   if (p >= 1.0f) return cudaErrorInvalidValue;
   // Same expression as the CPU: T(1) / (T(1) - T(p)) in fp32.
   const float scale = 1.0f / (1.0f - p);
+  DeclareKernelCost(ElementwiseCost(n, 1, 2, 12));  // x in place, the float mask out
   DropoutForwardKernel<<<Blocks(n, 256), 256, 0, stream>>>(x, mask, n, p, scale, seed);
   return cudaGetLastError();
 }
 
 cudaError_t DropoutBackward(float* dx, const float* mask, size_t n, float p, cudaStream_t stream) {
   if (p <= 0.0f || n == 0) return cudaSuccess;
+  DeclareKernelCost(ElementwiseCost(n, 2, 1, 1));
   DropoutBackwardKernel<<<Blocks(n, 256), 256, 0, stream>>>(dx, mask, n);
   return cudaGetLastError();
 }
@@ -56,6 +59,7 @@ cudaError_t DropoutBackward(float* dx, const float* mask, size_t n, float p, cud
 cudaError_t UniformFill(float* out, size_t n, uint64_t seed, uint64_t first_index,
                         cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  DeclareKernelCost(ElementwiseCost(n, 0, 1, 10));
   UniformFillKernel<<<Blocks(n, 256), 256, 0, stream>>>(out, n, seed, first_index);
   return cudaGetLastError();
 }

@@ -3,6 +3,7 @@
 //   word: atomicAdd per element — repeated ids make the summation order, and so the last bits,
 //         run-dependent; the padding row gets no gradient (nn.Embedding padding_idx).
 //   position, token type: deterministic, one thread per table element summing rows in order.
+#include "trainer/cuda/kernel_cost.h"
 #include "trainer/cuda/kernels.h"
 
 namespace ringmaster::trainer::cuda {
@@ -75,6 +76,12 @@ cudaError_t EmbeddingForward(const int32_t* ids, const int32_t* types, const flo
                              cudaStream_t stream) {
   if (B <= 0 || S <= 0 || H <= 0 || ids == nullptr) return cudaErrorInvalidValue;
   const size_t N = static_cast<size_t>(B) * S;
+  // ids (and types) in, the rows they select (each token's word row counted: a bound when ids
+  // repeat), the S position rows, the type rows (types null: row 0; else BERT's two), out.
+  const double types_bytes = types != nullptr ? 4.0 * N : 0.0;
+  DeclareKernelCost(
+      {4.0 * N + types_bytes + 4.0 * N * H + 4.0 * S * H + 4.0 * H * (types != nullptr ? 2 : 1),
+       4.0 * N * H, 2.0 * N * H});
   EmbeddingForwardKernel<<<Blocks(N * H, 256), 256, 0, stream>>>(ids, types, word, pos, type, out,
                                                                  N, S, H);
   return cudaGetLastError();
@@ -87,9 +94,16 @@ cudaError_t EmbeddingBackward(const float* d, const int32_t* ids, const int32_t*
     return cudaErrorInvalidValue;
   }
   const size_t N = static_cast<size_t>(B) * S;
+  const double nh = 4.0 * N * H, types_bytes = types != nullptr ? 4.0 * N : 0.0;
+  // Word: d and ids in; each non-pad token's gradient row read and written by atomics (a
+  // bound: repeated ids share a row).
+  DeclareKernelCost({nh + 4.0 * N + nh, nh, 1.0 * N * H});
   EmbeddingWordBackwardKernel<<<Blocks(N * H, 256), 256, 0, stream>>>(d, ids, gword, N, H, pad_id);
+  DeclareKernelCost({nh + 4.0 * S * H, 4.0 * S * H, 1.0 * N * H});
   EmbeddingPositionBackwardKernel<<<Blocks(static_cast<size_t>(S) * H, 256), 256, 0, stream>>>(
       d, gpos, B, S, H);
+  // Every thread scans all N types; each d element is read by its type's thread only.
+  DeclareKernelCost({nh + types_bytes + 4.0 * type_vocab * H, 4.0 * type_vocab * H, 1.0 * N * H});
   EmbeddingTypeBackwardKernel<<<Blocks(static_cast<size_t>(type_vocab) * H, 128), 128, 0, stream>>>(
       d, types, gtype, N, type_vocab, H);
   return cudaGetLastError();

@@ -1,5 +1,6 @@
 // Exact GELU, forward and backward: elementwise, memory bound; a grid-stride loop so one launch
 // covers any n.
+#include "trainer/cuda/kernel_cost.h"
 #include "trainer/cuda/kernels.h"
 
 namespace ringmaster::trainer::cuda {
@@ -31,12 +32,14 @@ int Blocks(size_t n, int threads) {
 }  // namespace
 
 cudaError_t GeluForward(const float* x, float* y, size_t n, cudaStream_t stream) {
+  DeclareKernelCost(ElementwiseCost(n, 1, 1, 8));
   GeluForwardKernel<<<Blocks(n, 256), 256, 0, stream>>>(x, y, n);
   return cudaGetLastError();
 }
 
 cudaError_t GeluBackward(const float* dy, const float* x, float* dx, size_t n,
                          cudaStream_t stream) {
+  DeclareKernelCost(ElementwiseCost(n, 2, 1, 12));
   GeluBackwardKernel<<<Blocks(n, 256), 256, 0, stream>>>(dy, x, dx, n);
   return cudaGetLastError();
 }

@@ -3,6 +3,7 @@
 // n only) of grid-stride partial sums, each block reduced by a fixed tree into scratch, then one
 // block summing the partials by the same tree. The clip reads the norm on the device, so no
 // host synchronisation is needed.
+#include "trainer/cuda/kernel_cost.h"
 #include "trainer/cuda/kernels.h"
 
 namespace ringmaster::trainer::cuda {
@@ -61,7 +62,9 @@ cudaError_t SumSquares(const float* grads, size_t n, double* scratch, bool take_
                        cudaStream_t stream) {
   if (scratch == nullptr || out == nullptr) return cudaErrorInvalidValue;
   const int blocks = NormBlocks(n);
+  DeclareKernelCost({4.0 * n, 8.0 * blocks, 2.0 * n});
   SumSquaresPartialKernel<<<blocks, kThreads, 0, stream>>>(grads, n, scratch);
+  DeclareKernelCost({8.0 * blocks, 8.0, 1.0 * blocks});
   NormFinalKernel<<<1, kThreads, 0, stream>>>(scratch, blocks, take_sqrt, out);
   return cudaGetLastError();
 }
@@ -85,6 +88,7 @@ cudaError_t ClipGradNorm(float* grads, size_t n, double max_norm, double* scratc
   const cudaError_t e = GradNorm(grads, n, scratch, norm, stream);
   if (e != cudaSuccess || max_norm <= 0 || n == 0) return e;
   const size_t b = (n + 255) / 256;
+  DeclareKernelCost({4.0 * n + 8.0, 4.0 * n, 1.0 * n});  // every thread reads *norm
   ClipKernel<<<static_cast<int>(b < 65535 ? b : 65535), 256, 0, stream>>>(grads, n, norm, max_norm);
   return cudaGetLastError();
 }

@@ -2,6 +2,7 @@
 // centred variance, as the CPU reference does, for the same rounding behaviour).
 // LayerNorm backward: dx one warp per row; dgamma/dbeta by a deterministic two-stage reduction
 // (per row-chunk partial sums into scratch, then a per-column sum over the chunks in order).
+#include "trainer/cuda/kernel_cost.h"
 #include "trainer/cuda/kernels.h"
 
 namespace ringmaster::trainer::cuda {
@@ -108,11 +109,17 @@ cudaError_t LayerNormBackward(const float* dy, const float* x, const float* gamm
   const int chunks = Chunks(N);
   if (chunks > 65535) return cudaErrorInvalidValue;  // grid.y limit: N ≤ 4,194,240 rows
   constexpr int kWarps = 8;
+  const double nh = 4.0 * N * H, scratch_bytes = 8.0 * chunks * H;
+  // dx: dy, x, gamma, mean, rstd in; dx out. Partial: dy, x, mean, rstd in; the chunk partials
+  // out. Final: the partials in, dgamma/dbeta read and written (accumulated).
+  DeclareKernelCost({2 * nh + 4.0 * H + 8.0 * N, nh, 10.0 * N * H});
   LayerNormBackwardDxKernel<<<(N + kWarps - 1) / kWarps, kWarps * 32, 0, stream>>>(
       dy, x, gamma, mean, rstd, dx, N, H);
   constexpr int kThreads = 128;
   const dim3 grid((H + kThreads - 1) / kThreads, chunks);
+  DeclareKernelCost({2 * nh + 8.0 * N, scratch_bytes, 5.0 * N * H});
   LayerNormBackwardPartialKernel<<<grid, kThreads, 0, stream>>>(dy, x, mean, rstd, scratch, N, H);
+  DeclareKernelCost({scratch_bytes + 8.0 * H, 8.0 * H, 2.0 * chunks * H});
   LayerNormBackwardFinalKernel<<<(H + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
       scratch, dgamma, dbeta, chunks, H);
   return cudaGetLastError();
@@ -124,6 +131,8 @@ cudaError_t LayerNormForward(const float* x, const float* gamma, const float* be
   if (N <= 0 || H <= 0) return cudaErrorInvalidValue;
   constexpr int kWarps = 8;
   const int blocks = (N + kWarps - 1) / kWarps;
+  // x, gamma, beta in; y, mean, rstd out.
+  DeclareKernelCost({4.0 * N * H + 8.0 * H, 4.0 * N * H + 8.0 * N, 8.0 * N * H});
   LayerNormForwardKernel<<<blocks, kWarps * 32, 0, stream>>>(x, gamma, beta, y, mean, rstd, N, H,
                                                              eps);
   return cudaGetLastError();

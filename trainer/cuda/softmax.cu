@@ -3,6 +3,7 @@
 // cpu::MaskedSoftmaxForward per (batch, head).
 #include <cmath>
 
+#include "trainer/cuda/kernel_cost.h"
 #include "trainer/cuda/kernels.h"
 
 namespace ringmaster::trainer::cuda {
@@ -73,6 +74,8 @@ cudaError_t MaskedSoftmaxForward(float* scores, const float* bias, int B, int NH
   const size_t rows = static_cast<size_t>(B) * NH * S;
   unsigned blocks = 0;
   if (!RowGrid(rows, &blocks)) return cudaErrorInvalidValue;
+  // Scores in place; the (B, S) bias rows.
+  DeclareKernelCost({4.0 * rows * S + 4.0 * B * S, 4.0 * rows * S, 5.0 * rows * S});
   MaskedSoftmaxForwardKernel<<<blocks, kWarps * 32, 0, stream>>>(scores, bias, rows, NH, S, scale);
   return cudaGetLastError();
 }
@@ -83,6 +86,7 @@ cudaError_t MaskedSoftmaxBackward(const float* probs, float* dprobs, int B, int 
   const size_t rows = static_cast<size_t>(B) * NH * S;
   unsigned blocks = 0;
   if (!RowGrid(rows, &blocks)) return cudaErrorInvalidValue;
+  DeclareKernelCost({8.0 * rows * S, 4.0 * rows * S, 4.0 * rows * S});
   MaskedSoftmaxBackwardKernel<<<blocks, kWarps * 32, 0, stream>>>(probs, dprobs, rows, S, scale);
   return cudaGetLastError();
 }

@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <string>
 
+#include "trainer/cuda/emu/census.h"
+#include "trainer/cuda/emu/cuda_emu_runtime.h"
 #include "trainer/cuda/emu/emu_gemm.h"
+#include "trainer/cuda/emu/streams.h"
 
 namespace {
 
@@ -63,7 +66,11 @@ cublasStatus_t Gemm(const char* api, cublasHandle_t handle, cublasOperation_t ta
   s.c = {"C", C, c_type, m, n, ldc, stride_c};
   s.d = s.c;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;  // Nothing to compute or read.
-  if (cudaStreamSynchronize(h->stream) != cudaSuccess) {
+  cuda_emu::CensusGemmCall(api, a_type, b_type, c_type, c_type, 2.0 * m * n * k * batch);
+  if (cuda_emu::CensusDryRun()) return CUBLAS_STATUS_SUCCESS;  // counted, not run (census.h)
+  // In stream order (the stand-in's own wait, not the caller's: not counted as a host sync).
+  cuda_emu::Drain(h->stream);
+  if (cuda_emu::StickyError() != cudaSuccess) {
     return Refuse(CUBLAS_STATUS_EXECUTION_FAILED,
                   std::string(api) + ": the stream reported an error");
   }

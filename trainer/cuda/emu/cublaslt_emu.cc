@@ -9,8 +9,11 @@
 #include <cstring>
 #include <string>
 
+#include "trainer/cuda/emu/census.h"
 #include "trainer/cuda/emu/cublaslt_emu_control.h"
+#include "trainer/cuda/emu/cuda_emu_runtime.h"
 #include "trainer/cuda/emu/emu_gemm.h"
+#include "trainer/cuda/emu/streams.h"
 
 namespace {
 
@@ -447,8 +450,16 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
       }
     }
   }
-  // In stream order: everything queued before has run when the stream has drained.
-  if (cudaStreamSynchronize(stream) != cudaSuccess) {
+  cuda_emu::CensusGemmCall("cublasLtMatmul", spec.a.type, spec.b.type, spec.c.type, spec.d.type,
+                           2.0 * spec.m * spec.n * spec.k * spec.batch);
+  if (cuda_emu::CensusDryRun()) {  // counted, not run (census.h)
+    cuda_emu::blas::CountLt(info.index, false, false, false);
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  // In stream order: everything queued before has run when the stream has drained (the
+  // stand-in's own wait, not the caller's: not counted as a host sync).
+  cuda_emu::Drain(stream);
+  if (cuda_emu::StickyError() != cudaSuccess) {
     return Refuse(CUBLAS_STATUS_EXECUTION_FAILED, "cublasLtMatmul: the stream reported an error");
   }
   std::string error;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/cuda/emu/census.h"
 #include "trainer/cuda/emu/cuda_emu_runtime.h"
 #include "trainer/cuda/emu/memory.h"
 #include "trainer/cuda/emu/options.h"
@@ -240,6 +241,7 @@ void RecordSharedAccess(const void* p, size_t bytes, bool write, const void* pc)
   const auto a0 = reinterpret_cast<uintptr_t>(p);
   Region* region = RegionOf(a0);  // most accesses are global memory
   if (region == nullptr) {
+    RecordTouch(b->kernel, p, bytes, write);  // census.h (only while recording)
     if (GetOptions().On(kGlobalRace)) RecordGlobalAccess(*b, *me, a0, bytes, write, pc);
     return;
   }

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "trainer/cuda/emu/census.h"
 #include "trainer/cuda/emu/streams.h"
 
 namespace cuda_emu {
@@ -65,6 +66,8 @@ struct Launcher {
         },
         args);
     if (!ok) return;
+    CensusLaunch(name);
+    if (CensusDryRun()) return;  // counted, not run (census.h)
     // The grid runs at its stream's turn (streams.h), with the launch's copy of the arguments.
     Submit(stream,
            [name = name, grid = grid, block = block, shared = shared,

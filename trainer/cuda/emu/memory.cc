@@ -14,6 +14,7 @@
 #include <mutex>
 #include <vector>
 
+#include "trainer/cuda/emu/census.h"
 #include "trainer/cuda/emu/cuda_emu_runtime.h"
 #include "trainer/cuda/emu/options.h"
 #include "trainer/cuda/emu/streams.h"
@@ -122,8 +123,9 @@ cudaError_t Allocate(void** p, size_t n, int device) {
   if (cudaError_t e = StickyError(); e != cudaSuccess) return e;
   void* mem = nullptr;
   const bool guarded = HostGuardOn() && device >= 0;
+  const bool dry = CensusDryRun() && device >= 0;  // zero pages, mapped at first touch
   size_t mapped = 0;
-  if (guarded) {
+  if (guarded || dry) {
     InstallFaultHandler();
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     mapped = (std::max<size_t>(n, 1) + kGuardBytes + page - 1) / page * page;
@@ -136,8 +138,11 @@ cudaError_t Allocate(void** p, size_t n, int device) {
     ReportError(cudaErrorMemoryAllocation, "cudaMalloc(" + std::to_string(n) + "): out of memory");
     return cudaErrorMemoryAllocation;
   }
+  CensusAlloc(device >= 0, static_cast<double>(n));
   auto* bytes = static_cast<unsigned char*>(mem);
-  if (GetOptions().On(kPoison)) {
+  if (dry) {
+    // mmap's pages are zeros already; the counted step's values are not looked at.
+  } else if (GetOptions().On(kPoison)) {
     for (size_t i = 0; i + 4 <= n; i += 4) memcpy(bytes + i, &kPoisonWord, 4);
     memset(bytes + (n & ~size_t{3}), 0xa5, n & 3);
   } else {
@@ -232,6 +237,9 @@ bool CheckGuards(const char* after_kernel) {
   return false;
 }
 
+// A copy at the call, after the device's work (cudaMemcpy's semantics), uncounted.
+cudaError_t MemcpyNow(void* dst, const void* src, size_t n, cudaMemcpyKind kind);
+
 }  // namespace cuda_emu
 
 extern "C" {
@@ -258,6 +266,7 @@ cudaError_t cudaFree(void* p) {
       erased = true;
     }
   }
+  if (erased) cuda_emu::CensusFree();
   if (!erased) {
     cuda_emu::ReportError(cudaErrorInvalidValue,
                           "cudaFree(" + cuda_emu::Hex(p) + "): not the base of an allocation");
@@ -338,6 +347,20 @@ cudaError_t CopyNow(void* dst, const void* src, size_t n) {
 extern "C" {
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  if (n != 0) {
+    const bool host = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToHost ||
+                      kind == cudaMemcpyDefault;
+    cuda_emu::CensusCopy(/*blocking_sync_copy=*/true, /*async=*/false, false, false, host,
+                         kind == cudaMemcpyDeviceToDevice, static_cast<double>(n));
+  }
+  return cuda_emu::MemcpyNow(dst, src, n, kind);
+}
+
+}  // extern "C"
+
+namespace cuda_emu {
+
+cudaError_t MemcpyNow(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
   if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
   if (n == 0) return cudaSuccess;
   cuda_emu::DrainDevice();  // on the legacy default stream: after every stream's work
@@ -345,13 +368,24 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
     cuda_emu::DeviceAccessScope access;
     if (cudaError_t e = cuda_emu::CheckCopy(dst, src, n, kind); e != cudaSuccess) return e;
   }
-  return cuda_emu::CopyNow(dst, src, n);
+  return CopyNow(dst, src, n);
 }
+
+}  // namespace cuda_emu
+
+extern "C" {
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
                             cudaStream_t stream) {
+  if (n != 0) {
+    cuda_emu::DeviceAccessScope access;
+    const auto d = cuda_emu::Find(dst, n), s = cuda_emu::Find(src, n);
+    const bool d2d = d && d->device >= 0 && s && s->device >= 0;
+    cuda_emu::CensusCopy(false, /*async=*/true, !d.has_value(), !s.has_value(), !d2d, d2d,
+                         static_cast<double>(n));
+  }
   if (cuda_emu::IsLegacyStream(stream) || !cuda_emu::GetOptions().lazy_streams) {
-    return cudaMemcpy(dst, src, n, kind);
+    return cuda_emu::MemcpyNow(dst, src, n, kind);
   }
   if (cudaError_t e = cuda_emu::StickyError(); e != cudaSuccess) return e;
   if (n == 0) return cudaSuccess;
@@ -395,6 +429,7 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t stream) {
       return cudaErrorInvalidValue;
     }
   }
+  cuda_emu::CensusMemset(static_cast<double>(n));
   cuda_emu::Submit(stream, [p, value, n] {
     cuda_emu::DeviceAccessScope access;
     memset(p, value, n);

@@ -14,10 +14,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "trainer/cuda/emu/census.h"
 #include "trainer/cuda/emu/cuda_emu_runtime.h"
 #include "trainer/cuda/emu/emu_device_range.h"
 #include "trainer/cuda/emu/nccl_emu_comm.h"
 #include "trainer/cuda/emu/nccl_emu_lazy.h"
+#include "trainer/cuda/emu/streams.h"
 
 using cuda_emu::nccl::Clock;
 using cuda_emu::nccl::CollectiveOp;
@@ -69,9 +71,12 @@ ncclResult_t CheckCall(const char* api, ncclComm* c, ncclDataType_t dtype, cudaS
                                  "uint8, int32, fp16, bf16, fp32 are)",
                                  api, static_cast<int>(dtype)));
   }
-  // In stream order: prior work is done first (lazy streams: the call is queued behind it).
-  if (cuda_emu::StickyError() != cudaSuccess ||
-      (!cuda_emu::nccl::QueuedOnStream(stream) && cudaStreamSynchronize(stream) != cudaSuccess)) {
+  // In stream order: prior work is done first (lazy streams: the call is queued behind it). The
+  // stand-in's own wait, not the application's: no host sync is counted (census).
+  if (cuda_emu::StickyError() == cudaSuccess && !cuda_emu::nccl::QueuedOnStream(stream)) {
+    cuda_emu::Drain(stream);
+  }
+  if (cuda_emu::StickyError() != cudaSuccess) {
     return Error(c, ncclUnhandledCudaError, absl::StrCat(api, ": the stream reported an error"));
   }
   return ncclSuccess;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "trainer/cuda/emu/census.h"
 #include "trainer/cuda/emu/detectors.h"
 
 namespace {
@@ -21,6 +22,14 @@ constexpr int ToGcc(int mo) {
   return mo;
 }
 
+// Atomics are not race-checked, but the census's touched bytes count them (census.h).
+inline void TouchAtomic(const volatile void* p, size_t n, bool read, bool write) {
+  if (cuda_emu::tl_block == nullptr || !cuda_emu::TouchRecording()) return;
+  void* q = const_cast<void*>(p);
+  if (read) cuda_emu::RecordTouch(cuda_emu::tl_block->kernel, q, n, false);
+  if (write) cuda_emu::RecordTouch(cuda_emu::tl_block->kernel, q, n, true);
+}
+
 }  // namespace
 
 #define CUDA_EMU_ACCESS(N)                                                                     \
@@ -31,36 +40,47 @@ constexpr int ToGcc(int mo) {
 
 #define CUDA_EMU_ATOMIC(BITS, T)                                                             \
   T __tsan_atomic##BITS##_load(const volatile T* a, int mo) {                                \
+    TouchAtomic(a, sizeof(T), true, false);                                                  \
     return __atomic_load_n(a, ToGcc(mo));                                                    \
   }                                                                                          \
   void __tsan_atomic##BITS##_store(volatile T* a, T v, int mo) {                             \
+    TouchAtomic(a, sizeof(T), false, true);                                                  \
     __atomic_store_n(a, v, ToGcc(mo));                                                       \
   }                                                                                          \
   T __tsan_atomic##BITS##_exchange(volatile T* a, T v, int mo) {                             \
+    TouchAtomic(a, sizeof(T), true, true);                                                   \
     return __atomic_exchange_n(a, v, ToGcc(mo));                                             \
   }                                                                                          \
   T __tsan_atomic##BITS##_fetch_add(volatile T* a, T v, int mo) {                            \
+    TouchAtomic(a, sizeof(T), true, true);                                                   \
     return __atomic_fetch_add(a, v, ToGcc(mo));                                              \
   }                                                                                          \
   T __tsan_atomic##BITS##_fetch_sub(volatile T* a, T v, int mo) {                            \
+    TouchAtomic(a, sizeof(T), true, true);                                                   \
     return __atomic_fetch_sub(a, v, ToGcc(mo));                                              \
   }                                                                                          \
   T __tsan_atomic##BITS##_fetch_and(volatile T* a, T v, int mo) {                            \
+    TouchAtomic(a, sizeof(T), true, true);                                                   \
     return __atomic_fetch_and(a, v, ToGcc(mo));                                              \
   }                                                                                          \
   T __tsan_atomic##BITS##_fetch_or(volatile T* a, T v, int mo) {                             \
+    TouchAtomic(a, sizeof(T), true, true);                                                   \
     return __atomic_fetch_or(a, v, ToGcc(mo));                                               \
   }                                                                                          \
   T __tsan_atomic##BITS##_fetch_xor(volatile T* a, T v, int mo) {                            \
+    TouchAtomic(a, sizeof(T), true, true);                                                   \
     return __atomic_fetch_xor(a, v, ToGcc(mo));                                              \
   }                                                                                          \
   int __tsan_atomic##BITS##_compare_exchange_strong(volatile T* a, T* c, T v, int mo, int) { \
+    TouchAtomic(a, sizeof(T), true, true);                                                   \
     return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);  \
   }                                                                                          \
   int __tsan_atomic##BITS##_compare_exchange_weak(volatile T* a, T* c, T v, int mo, int) {   \
+    TouchAtomic(a, sizeof(T), true, true);                                                   \
     return __atomic_compare_exchange_n(a, c, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);   \
   }                                                                                          \
   T __tsan_atomic##BITS##_compare_exchange_val(volatile T* a, T c, T v, int mo, int) {       \
+    TouchAtomic(a, sizeof(T), true, true);                                                   \
     __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);        \
     return c;                                                                                \
   }

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/cuda/emu/census.h"
 #include "trainer/cuda/emu/cuda_emu_runtime.h"
 #include "trainer/cuda/emu/options.h"
 
@@ -200,6 +201,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  cuda_emu::CensusSyncCall(cuda_emu::CensusSync::kStream);
   cuda_emu::Drain(s);
   return cuda_emu::StickyError();
 }
@@ -250,6 +252,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   if (e == nullptr) return cudaErrorInvalidResourceHandle;
+  cuda_emu::CensusSyncCall(cuda_emu::CensusSync::kEvent);
   if (e->stream != 0) {
     if (auto q = cuda_emu::Lookup(e->stream)) cuda_emu::DrainUpTo(*q, e->seq);
   }
@@ -279,6 +282,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  cuda_emu::CensusSyncCall(cuda_emu::CensusSync::kDevice);
   cuda_emu::DrainDevice();
   return cuda_emu::StickyError();
 }
