@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "agent/process_launcher.h"
@@ -36,6 +37,13 @@ namespace fs = std::filesystem;
 void Say(CliIo& io, const std::string& s) {
   const std::string line = absl::StrCat("ringmaster local: ", s, "\n");
   std::fwrite(line.data(), 1, line.size(), io.err);
+}
+
+// This program's path, for command lines a user can paste ("ringmaster" when it is unknown).
+std::string SelfPath() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("ringmaster") : self.string();
 }
 
 std::map<std::string, std::string> OwnEnvironment() {
@@ -84,6 +92,13 @@ absl::StatusOr<std::string> OverrideDistributed(std::string_view yaml, std::opti
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("job file: ", e.what()));
   }
+}
+
+std::vector<std::string> ReachCommands(const std::string& cli, const std::string& target,
+                                       const std::string& job_id) {
+  const std::string to = absl::StrCat(" --coordinator ", target, " --insecure-loopback");
+  return {absl::StrCat(cli, " status ", job_id, to),
+          absl::StrCat(cli, " logs ", job_id, " --rank 0", to)};
 }
 
 absl::StatusOr<int> FreeLoopbackPort() {
@@ -351,6 +366,15 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
   Say(io, absl::StrCat("job ", job_id, " on ", shape.nodes, " node(s) x ", shape.procs,
                        " process(es) per node",
                        shape.overrides.empty() ? " (the job's distributed settings)" : ""));
+  // How to reach this cluster from another terminal, said once and kept beside its logs.
+  const std::vector<std::string> reach = ReachCommands(SelfPath(), target, job_id);
+  Say(io, "from another terminal, while it runs:");
+  for (const std::string& line : reach) Say(io, absl::StrCat("  ", line));
+  absl::Status readme = WriteFileAtomic(
+      (dir / "README").string(),
+      absl::StrCat("A `ringmaster local` cluster: coordinator on ", target, ", job ", job_id,
+                   ".\nWhile it runs:\n  ", absl::StrJoin(reach, "\n  "), "\n"));
+  if (!readme.ok()) Say(io, std::string(readme.message()));
   exit_code = FollowJob(client, job_id, io);
   shutdown();
   if (exit_code == 0) {

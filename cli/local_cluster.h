@@ -65,6 +65,11 @@ struct LocalShape {
 };
 LocalShape ShapeOf(const trainer::JobSpec& job, const LocalOptions& options);
 
+// The command lines that reach a running local cluster from another terminal (`status` and
+// `logs` of rank 0), with `cli` the path of this program and `target` the coordinator's address.
+std::vector<std::string> ReachCommands(const std::string& cli, const std::string& target,
+                                       const std::string& job_id);
+
 // A TCP port on 127.0.0.1 that was free a moment ago.
 absl::StatusOr<int> FreeLoopbackPort();
 

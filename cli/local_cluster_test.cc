@@ -32,6 +32,15 @@ TEST(LocalCluster, OverridesNodesAndProcsPerNodeOnly) {
   EXPECT_FALSE(OverrideDistributed("distributed: 3\n", 1, 1).ok());
 }
 
+TEST(LocalCluster, ReachCommandsNameTheCoordinatorAndTheJob) {
+  const std::vector<std::string> lines =
+      ReachCommands("/opt/rm/ringmaster", "127.0.0.1:41234", "job-7");
+  EXPECT_THAT(lines, testing::ElementsAre("/opt/rm/ringmaster status job-7 --coordinator "
+                                          "127.0.0.1:41234 --insecure-loopback",
+                                          "/opt/rm/ringmaster logs job-7 --rank 0 --coordinator "
+                                          "127.0.0.1:41234 --insecure-loopback"));
+}
+
 TEST(LocalCluster, LeavesTheJobsDistributedKeysWithoutFlags) {
   const std::string job = "name: j\ndistributed: {nodes: \"2:3\", procs_per_node: 4}\n";
   absl::StatusOr<std::string> y = OverrideDistributed(job, std::nullopt, std::nullopt);
