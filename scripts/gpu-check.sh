@@ -68,7 +68,9 @@ prepare() {
   if [[ ! -f $build/CMakeCache.txt ]]; then
     local emu=OFF
     [[ $emulated == 1 ]] && emu=ON
-    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRINGMASTER_CUDA_EMU=$emu
+    # CUDAARCHS (CMake's own variable, e.g. 90-real for the H200 alone) narrows the nvcc build.
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRINGMASTER_CUDA_EMU=$emu \
+      ${CUDAARCHS:+-DCMAKE_CUDA_ARCHITECTURES=$CUDAARCHS}
   fi
   local want_emu=OFF
   [[ $emulated == 1 ]] && want_emu=ON

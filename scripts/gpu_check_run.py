@@ -248,6 +248,11 @@ class Runner:
             compat = True  # the image's libstdc++ is older than the one built with
             env = self.lib_env(True)
             missing, version_errors = self.unresolved(env)
+        if self.carried_glibc:
+            # The wrappers carry the library path; the image's own programs that a stage starts
+            # (bash, python3) must not load the bundle's Debian 12 libraries.
+            env = dict(os.environ)
+            env.setdefault("OMP_NUM_THREADS", "8")
         self.env = env
         skips = []
         self.preflight = {"torch_compile_unavailable": preflight.compile_unavailable(chosen)}
