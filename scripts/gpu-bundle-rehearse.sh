@@ -6,7 +6,7 @@
 #   scripts/gpu-bundle-rehearse.sh [--bundle gpu-bundle] [--root DIR] [--suite bullseye]
 #
 # Needs root (chroot) and debootstrap (`apt-get install debootstrap`). The root is made once with
-# `debootstrap --variant=minbase` (plus python3-minimal, the check's own language) from the
+# `debootstrap --variant=minbase` (plus python3, the check's own language) from the
 # Debian mirror this machine's apt sources already use (read from /etc/apt/sources.list* at run
 # time; the first that serves the suite) and cached in build-rehearse/<suite> (ignored). Inside
 # it, as on a GPU image: the CUDA libraries the bundle leaves to the image (libcublasLt,
@@ -71,21 +71,21 @@ if [[ ! -f $rootfs/etc/debian_version ]]; then
   echo "gpu-bundle-rehearse: debootstrap $suite from $mirror into $rootfs (once; cached)"
   rm -rf "$rootfs.tmp"
   mkdir -p "$(dirname "$rootfs")"
-  debootstrap --variant=minbase --include=python3-minimal "$suite" "$rootfs.tmp" "$mirror" \
+  debootstrap --variant=minbase --include=python3 "$suite" "$rootfs.tmp" "$mirror" \
     >"$(dirname "$rootfs")/debootstrap-$suite.log" 2>&1 ||
     { tail -20 "$(dirname "$rootfs")/debootstrap-$suite.log" >&2; exit 1; }
   mv "$rootfs.tmp" "$rootfs"
 fi
 if ! chroot "$rootfs" python3 -c 'import json' 2>/dev/null; then
-  echo "gpu-bundle-rehearse: installing python3-minimal into the root"
-  chroot "$rootfs" apt-get install -y --no-install-recommends python3-minimal >/dev/null
+  echo "gpu-bundle-rehearse: installing python3 into the root"
+  chroot "$rootfs" apt-get install -y --no-install-recommends python3 >/dev/null
 fi
 t_root=$(($(date +%s) - t0))
 
 # The image's toolkit: the CUDA libraries the bundle does not carry.
 mkdir -p "$rootfs/usr/local/cuda/lib64"
 for so in libcublasLt.so.13 libcublas.so.13 libnccl.so.2; do
-  src=$(ldconfig -p | awk -v s="$so" '$1 == s {print $NF; exit}')
+  src=$(ldconfig -p | awk -v s="$so" '$1 == s && !f {f = $NF} END {print f}')
   [[ -n $src ]] || src=$(ls /usr/local/cuda/lib64/$so /usr/local/cuda*/lib*/$so 2>/dev/null | head -1)
   [[ -n $src ]] || { echo "gpu-bundle-rehearse: $so not found on this machine" >&2; exit 1; }
   [[ -f $rootfs/usr/local/cuda/lib64/$so ]] || cp -L "$src" "$rootfs/usr/local/cuda/lib64/$so"
@@ -102,7 +102,7 @@ tar -C "$rootfs$work/bundle" -xzf "$bundle/bundle.tgz"
 mountpoint -q "$rootfs/proc" || mount -t proc proc "$rootfs/proc"
 trap 'umount "$rootfs/proc" 2>/dev/null || true' EXIT
 
-glibc=$(chroot "$rootfs" /usr/bin/ldd --version | head -1)
+glibc=$(chroot "$rootfs" /usr/bin/ldd --version | sed -n 1p)
 os=$(grep PRETTY_NAME "$rootfs/etc/os-release" | cut -d= -f2 | tr -d '"')
 echo "gpu-bundle-rehearse: root $os ($glibc), made/reused in ${t_root}s"
 
