@@ -30,7 +30,7 @@ SANITIZER_PLAN = [("memcheck", "kernels_gpu_test", 25), ("racecheck", "kernels_g
                   ("memcheck", "bert_cuda_gpu_test", 45), ("memcheck", "cuda_engine_gpu_test", 60),
                   ("initcheck", "kernels_gpu_test", 60)]
 # The emulator runs the same plan on the CPU with tiny shapes, several times slower per item.
-EMU_FACTOR = 4
+EMU_FACTOR = 6
 
 
 def cap(stage, emulated):
