@@ -313,7 +313,9 @@ TEST_F(TrainLoopTest, ReportsAGpuEnginesDeviceFiguresToTheMetricsAndTheRankRepor
       if (!m.contains("loss")) continue;
       ++step_lines;
       EXPECT_EQ(m.contains("gpu_peak_allocated_bytes"), gpu) << line;
-      if (gpu) EXPECT_EQ(m["gpu_peak_allocated_bytes"], 8192) << line;
+      if (gpu) {
+        EXPECT_EQ(m["gpu_peak_allocated_bytes"], 8192) << line;
+      }
     }
     EXPECT_GT(step_lines, 0);
     if (!gpu) continue;
