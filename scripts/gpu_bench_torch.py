@@ -9,8 +9,16 @@
                   job; --variant eager-fp32 | eager-bf16-sdpa | compile-bf16-sdpa
 
 On a machine without CUDA it runs on the CPU (the emulator rehearsal: shapes only, no figure).
-Exit 3 when the variant cannot run here (no torch.compile, say), with the reason in the JSON.
+Exit 3 when the variant cannot run here (no torch.compile, no C compiler or Python.h for
+Inductor), exit 4 when it fails while running (any exception of PyTorch or transformers: the
+check reports it and goes on), with the reason in the JSON. --until-stable warms up (beyond
+--warmup steps, within --warmup-max-s seconds) until the step time is stable, so that a
+torch.compile recompile cannot land in the timed steps.
 """
+import os
+import shutil
+import sysconfig
+import traceback
 import argparse
 import json
 import statistics
@@ -51,6 +59,39 @@ def matmul(args, torch):
           "torch": torch.__version__})
 
 
+def is_stable(times, n=3, tol=0.05):
+    """True when the last N warm-up step times lie within TOL of their median."""
+    if len(times) < n:
+        return False
+    last = sorted(times[-n:])
+    med = last[n // 2]
+    return med > 0 and (last[-1] - last[0]) <= tol * med
+
+
+def compile_unavailable(torch):
+    """Why torch.compile cannot build here, or None: Inductor compiles C++/Triton helpers at run
+    time, which needs a C compiler and the interpreter's Python.h."""
+    if not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile"
+    cc = os.environ.get("CC")
+    if not ((cc and shutil.which(cc)) or shutil.which("cc") or shutil.which("gcc") or
+            shutil.which("clang")):
+        return "no C compiler (cc/gcc/clang) on the PATH: Inductor cannot build its kernels"
+    inc = sysconfig.get_paths().get("include") or ""
+    if not os.path.exists(os.path.join(inc, "Python.h")):
+        return f"no Python.h in {inc}: Inductor cannot build its helpers"
+    return None
+
+
+def compiled_graphs(torch):
+    """How many graphs torch.compile has compiled so far (None where torch does not say)."""
+    try:
+        from torch._dynamo.utils import counters
+        return int(counters["stats"]["unique_graphs"])
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def make_model(args, torch, transformers, attn):
     cfg = transformers.BertConfig(
         vocab_size=args.vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
@@ -58,21 +99,36 @@ def make_model(args, torch, transformers, attn):
         max_position_embeddings=max(512, args.seq), hidden_dropout_prob=0.1,
         attention_probs_dropout_prob=0.1, num_labels=2)
     cls = transformers.BertForSequenceClassification
-    try:
-        model = cls._from_config(cfg, attn_implementation=attn)
-    except (ValueError, ImportError, TypeError, AttributeError) as e:  # no SDPA in an old torch
-        print(f"gpu_bench_torch: _from_config(attn_implementation={attn}) refused "
-              f"({str(e)[:200]}); trying the config attribute", file=sys.stderr)
+
+    def from_config():
+        return cls._from_config(cfg, attn_implementation=attn)
+
+    def config_attribute():
+        cfg._attn_implementation = attn
+        return cls(cfg)
+
+    def set_after():  # transformers 5.x: model.set_attn_implementation
+        m = cls(cfg)
+        m.set_attn_implementation(attn)
+        return m
+
+    # Each way transformers 4.x/5.x has offered to choose the attention; any exception (their
+    # types changed between versions) moves on to the next, the last is the default attention.
+    model, errors = None, []
+    for way in (from_config, config_attribute, set_after):
         try:
-            cfg._attn_implementation = attn
-            model = cls(cfg)
-        except (ValueError, ImportError, TypeError, AttributeError) as e2:
-            print(f"gpu_bench_torch: {attn} refused again ({str(e2)[:200]}); default attention",
-                  file=sys.stderr)
-            cfg._attn_implementation = "eager"
-            model = cls(cfg)
+            model = way()
+            break
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"{way.__name__}: {type(e).__name__}: {str(e)[:160]}")
+            print(f"gpu_bench_torch: attention {attn} via {errors[-1]}", file=sys.stderr)
+    if model is None:
+        model = cls(transformers.BertConfig(**{k: getattr(cfg, k) for k in (
+            "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+            "intermediate_size", "max_position_embeddings", "hidden_dropout_prob",
+            "attention_probs_dropout_prob", "num_labels")}))
     used = getattr(model.config, "_attn_implementation", None) or "eager"
-    return model, used
+    return model, used, errors
 
 
 def bert(args, torch):
@@ -83,14 +139,15 @@ def bert(args, torch):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     bf16 = "bf16" in args.variant
     compiled = args.variant.startswith("compile")
-    if compiled and not hasattr(torch, "compile"):
-        emit({"mode": "bert", "variant": args.variant,
-              "error": f"torch {torch.__version__} has no torch.compile"}, 3)
+    if compiled:
+        why = compile_unavailable(torch)
+        if why:
+            emit({"mode": "bert", "variant": args.variant, "error": why}, 3)
     attn = "sdpa" if "sdpa" in args.variant else "eager"
     torch.manual_seed(0)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    model, used_attn = make_model(args, torch, transformers, attn)
+    model, used_attn, attn_errors = make_model(args, torch, transformers, attn)
     model = model.to(device).train()
     try:
         opt = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01,
@@ -127,9 +184,18 @@ def bert(args, torch):
     first = step(0).item()
     sync(torch, device)
     first_step_s = time.perf_counter() - t0
-    for i in range(1, args.warmup):
+    warm_times, warm_start = [], time.perf_counter()
+    i = 1
+    while True:
+        if i >= args.warmup and (not args.until_stable or is_stable(warm_times) or
+                                 time.perf_counter() - warm_start > args.warmup_max_s):
+            break
+        t1 = time.perf_counter()
         step(i)
-    sync(torch, device)
+        sync(torch, device)
+        warm_times.append(time.perf_counter() - t1)
+        i += 1
+    graphs_before = compiled_graphs(torch)
     t0 = time.perf_counter()
     for i in range(args.steps):
         loss = step(i)
@@ -142,8 +208,14 @@ def bert(args, torch):
          "batch": args.batch, "seq": args.seq, "steps": args.steps,
          "samples_per_s": sps, "tokens_per_s": sps * args.seq,
          "step_ms": elapsed / args.steps * 1e3, "first_step_s": first_step_s,
-         "loss_first": first, "loss_last": last,
+         "loss_first": first, "loss_last": last, "warmup_steps": i,
+         "warmup_stable": is_stable(warm_times),
+         "warmup_last_step_ms": [round(t * 1e3, 2) for t in warm_times[-3:]],
+         "attn_errors": attn_errors,
          "params": sum(p.numel() for p in model.parameters())}
+    graphs_after = compiled_graphs(torch)
+    if graphs_before is not None and graphs_after is not None:
+        d["graphs_compiled_while_timed"] = graphs_after - graphs_before
     if device == "cuda":
         d["peak_allocated_mib"] = torch.cuda.max_memory_allocated() / 2 ** 20
         d["peak_reserved_mib"] = torch.cuda.max_memory_reserved() / 2 ** 20
@@ -159,6 +231,8 @@ def main():
     p.add_argument("--n", type=int, default=8192)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--until-stable", action="store_true")
+    p.add_argument("--warmup-max-s", type=float, default=60)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--vocab", type=int, default=30522)
@@ -171,7 +245,12 @@ def main():
         import torch
     except ImportError as e:
         emit({"mode": args.mode, "error": f"torch missing: {e}"}, 3)
-    (matmul if args.mode == "matmul" else bert)(args, torch)
+    try:
+        (matmul if args.mode == "matmul" else bert)(args, torch)
+    except Exception as e:  # noqa: BLE001  any failure of a variant is reported, not a crash
+        tb = traceback.format_exc().strip().splitlines()
+        emit({"mode": args.mode, "variant": args.variant,
+              "error": f"{type(e).__name__}: {str(e)[:300]}", "traceback": tb[-6:]}, 4)
 
 
 if __name__ == "__main__":

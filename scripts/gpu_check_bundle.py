@@ -5,7 +5,10 @@
   stage      copies those binaries, ringmaster-trainer and gelu_epilogue_probe into STAGE/bin,
              every shared library they need that the GPU image is not sure to have into
              STAGE/lib (libstdc++/libgcc_s into STAGE/lib-compat, used there only when the
-             image's own are older), and writes STAGE/manifest.json (tests, glibc needed)
+             image's own are older), this machine's glibc with its loader and C++ runtime into
+             STAGE/lib-glibc (used only where the image's glibc is older than the binaries
+             need: they then start through the carried loader, see gpu_check_run.py), and
+             writes STAGE/manifest.json (tests, glibc needed)
   long-rows  benchmark rows: generated sentences joined until each row has MIN_WORDS words, so
              that every batch is truncated to max_seq_len rather than padded to a short row
 """
@@ -24,6 +27,13 @@ SYSTEM_LIBS = re.compile(
     r"libresolv\.so|libcuda\.so|libcublas|libcublasLt|libnccl|libnvidia-)")
 # The C++ runtime: the image's own is used unless it is older than the one built with.
 COMPAT_LIBS = re.compile(r"^(libstdc\+\+\.so|libgcc_s\.so)")
+# glibc (with its loader) and the C++ runtime, carried for an image whose glibc is older than
+# the build machine's: not only the binaries but the Debian 12 libraries they need (libgomp,
+# libgloo, libgfortran, libabsl_base, libstdc++, ...) ask for GLIBC_2.32-2.36 symbols, so
+# static linking of the C++ runtime alone would not start them on glibc 2.31.
+GLIBC_LIBS = re.compile(
+    r"^(ld-linux-x86-64\.so|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libutil\.so|"
+    r"libresolv\.so|libstdc\+\+\.so|libgcc_s\.so)")
 EXTRA_TARGETS = ["ringmaster-trainer", "gelu_epilogue_probe"]
 # Test binaries that are plain programs, not gtest (no --gtest_output for them).
 PLAIN_TEST_BINARIES = set(EXTRA_TARGETS) | {"bench_kernels"}
@@ -94,7 +104,7 @@ def max_version(versions):
 def cmd_stage(args):
     emulated = args.emulated == "1"
     stage = args.stage
-    for d in ("bin", "lib", "lib-compat", "data", "tests"):
+    for d in ("bin", "lib", "lib-compat", "lib-glibc", "data", "tests"):
         os.makedirs(os.path.join(stage, d), exist_ok=True)
     tests = []
     binaries = set(EXTRA_TARGETS)
@@ -125,17 +135,28 @@ def cmd_stage(args):
             sys.exit(f"gpu_check_bundle: {b} not found in {args.build}")
         paths[b] = found
         shutil.copy2(found, os.path.join(stage, "bin", b))
-    libs = {}
+    libs, glibc_libs = {}, {}
     for b, p in paths.items():
         for soname, where in ldd(p).items():
             if where == "not found":
                 sys.exit(f"gpu_check_bundle: {b} needs {soname}, which is not found here")
+            if GLIBC_LIBS.match(soname):
+                glibc_libs[soname] = where
             if SYSTEM_LIBS.match(soname):
                 continue
             libs[soname] = where
     for soname, where in sorted(libs.items()):
         sub = "lib-compat" if COMPAT_LIBS.match(soname) else "lib"
         shutil.copy(os.path.realpath(where), os.path.join(stage, sub, soname))
+    # The loader, and every part of glibc a library the image supplies may name: the driver's
+    # libcuda still asks for libpthread/libdl/librt, which must come from the same glibc.
+    for soname in ("ld-linux-x86-64.so.2", "libc.so.6", "libm.so.6", "libpthread.so.0",
+                   "libdl.so.2", "librt.so.1", "libutil.so.1", "libresolv.so.2"):
+        for d in ("/lib/x86_64-linux-gnu", "/lib64", "/usr/lib/x86_64-linux-gnu"):
+            if soname not in glibc_libs and os.path.exists(os.path.join(d, soname)):
+                glibc_libs[soname] = os.path.join(d, soname)
+    for soname, where in sorted(glibc_libs.items()):
+        shutil.copy(os.path.realpath(where), os.path.join(stage, "lib-glibc", soname))
     glibc, glibcxx = set(), set()
     for p in list(paths.values()) + [os.path.realpath(w) for w in libs.values()]:
         glibc |= symbol_versions(p, "GLIBC")
@@ -159,6 +180,7 @@ def cmd_stage(args):
         "tests": tests,
         "binaries": sorted(paths),
         "libs": sorted(libs),
+        "glibc_carried": sorted(glibc_libs),
         "not_bundled": "libc/libm/libdl/librt/libpthread (glibc), libcuda (driver), "
                        "libcublasLt and libnccl (the GPU image's CUDA toolkit or PyTorch wheels)",
     }

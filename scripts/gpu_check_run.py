@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """The run of scripts/gpu-check.sh (--run on a lent GPU, --emulate here). Standard library only.
 
-Stages, each time-boxed inside --budget seconds (a stage that finds no time left is reported as
-skipped, never silently dropped), in this order:
+Stages, each time-boxed inside --budget seconds by the plan in gpu_check_plan.py (a stage that
+finds no time left is reported as skipped, never silently dropped), in this order:
+  bench       ringmaster-trainer's CUDA engine (fp32; bf16 where accepted) against PyTorch
+              (eager fp32, eager bf16 + SDPA, torch.compile) and a bf16 matmul ceiling: first,
+              the answer most needed
   tests       every gpu test binary of the bundle (gtest XML, exit codes)
   engine      tests/trainer_cuda_engine.sh: the CUDA engine against the CPU engine, one job
   gelu        gelu_epilogue_probe: cuBLASLt's GELU epilogue against exact-erf and tanh GELU
   kernels     bench_kernels: each CUDA kernel and the Linear GEMM validated against its CPU
               reference, then timed against the measured copy / GEMM ceilings
-  bench       ringmaster-trainer's CUDA engine (fp32; bf16 where accepted) against PyTorch
-              (eager fp32, eager bf16 + SDPA, torch.compile) and a bf16 matmul ceiling
   sanitizers  compute-sanitizer memcheck / racecheck / synccheck / initcheck on the tests
   finetune    an SST-2-size fine-tune (3 epochs, batch 32, seq 64), timed, with dev accuracy
 Writes OUT/gpu-check.log, OUT/gpu-check.json and OUT/details.tgz (per-stage logs, gtest XML).
@@ -27,16 +28,14 @@ import signal
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 import xml.etree.ElementTree as ET
 
-STAGE_ORDER = ["tests", "engine", "gelu", "kernels", "bench", "sanitizers", "finetune"]
-# Most seconds a stage may take, and the least kept for it while earlier stages run.
-GPU_CAPS = {"tests": 150, "engine": 90, "gelu": 30, "kernels": 60, "bench": 300,
-            "sanitizers": 150, "finetune": 10 ** 6}
-GPU_RESERVE = {"tests": 30, "engine": 20, "gelu": 5, "kernels": 10, "bench": 90, "sanitizers": 40,
-               "finetune": 0}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_check_plan as plan  # noqa: E402
+import gpu_check_preflight as preflight  # noqa: E402
+
+STAGE_ORDER = plan.STAGE_ORDER
 
 # Shapes: BERT-base at the issue's sizes on a GPU; tiny ones for the emulator rehearsal.
 GPU_SHAPES = {
@@ -94,6 +93,10 @@ class Runner:
             "stages": {},
         }
         self.env = dict(os.environ)
+        self.cuda_dirs = []
+        self.carried_glibc = False
+        self.gpu_present = False
+        self.preflight = {}
 
     # ---- output -------------------------------------------------------------------------------
     def log(self, msg=""):
@@ -155,104 +158,153 @@ class Runner:
         env.setdefault("OMP_NUM_THREADS", "8" if not self.emulated else "2")
         return env
 
-    def find_cuda_libs(self, missing):
-        """Folders holding the sonames the bundle leaves to the image (libcublasLt, libnccl)."""
-        candidates = ["/usr/local/cuda/lib64", "/usr/local/cuda/lib",
-                      "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/nvidia/lib64",
-                      "/usr/lib/x86_64-linux-gnu"]
-        candidates += sorted(glob.glob("/usr/local/cuda-*/lib64"))
-        candidates += sorted(glob.glob("/usr/local/cuda-*/targets/x86_64-linux/lib"))
-        try:  # PyTorch's CUDA wheels (nvidia-cublas, nvidia-nccl-cu13)
-            out = subprocess.run([self.python, "-c",
-                                  "import nvidia, sys; print('\\n'.join(nvidia.__path__))"],
-                                 capture_output=True, text=True, timeout=30).stdout
-            for root in out.split():
-                for d, _, files in os.walk(root):
-                    if any(f.startswith(("libcublas", "libnccl", "libcudart")) for f in files):
-                        candidates.append(d)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        found, dirs = {}, []
-        for soname in missing:
-            for d in candidates:
-                if os.path.exists(os.path.join(d, soname)):
-                    found[soname] = os.path.join(d, soname)
-                    if d not in dirs:
-                        dirs.append(d)
-                    break
-        return found, dirs
-
-    def ldd_missing(self, env):
-        missing, version_errors = set(), []
-        if shutil.which("ldd") is None:  # no ldd: assume the libraries left to the image
-            return {"libcublasLt.so.13", "libnccl.so.2"}, []
+    def write_wrappers(self):
+        """BUNDLE/binw/NAME: starts bin/NAME through the carried glibc's loader with the carried
+        glibc first on its --library-path (which, unlike LD_LIBRARY_PATH, is not inherited: the
+        image's own programs that a test starts keep the image's glibc)."""
+        d = os.path.join(self.bundle, "binw")
+        os.makedirs(d, exist_ok=True)
+        loader = os.path.join(self.bundle, "lib-glibc", "ld-linux-x86-64.so.2")
+        path = ":".join([os.path.join(self.bundle, "lib-glibc"), os.path.join(self.bundle, "lib")]
+                        + self.cuda_dirs)
         for b in self.manifest["binaries"]:
-            r = subprocess.run(["ldd", os.path.join(self.bundle, "bin", b)], capture_output=True,
-                               text=True, env=env)
+            w = os.path.join(d, b)
+            with open(w, "w") as f:
+                f.write(f'#!/bin/sh\nexec "{loader}" --library-path "{path}" '
+                        f'"{os.path.join(self.bundle, "bin", b)}" "$@"\n')
+            os.chmod(w, 0o755)
+        return loader, path
+
+    def unresolved(self, env):
+        """(missing sonames, version errors) of the bundle's binaries as the loader that will
+        start them sees it (ldd, or the carried loader's --list)."""
+        missing, version_errors = set(), []
+        for b in self.manifest["binaries"]:
+            if self.carried_glibc:
+                cmd = [self.loader, "--library-path", self.loader_path, "--list",
+                       os.path.join(self.bundle, "bin", b)]
+            elif shutil.which("ldd"):
+                cmd = ["ldd", os.path.join(self.bundle, "bin", b)]
+            else:
+                return set(), []
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env)
             for line in (r.stdout + r.stderr).splitlines():
-                m = re.match(r"\s*(\S+) => not found", line)
-                if m:
+                m = re.match(r"\s*(\S+) => not found", line) or re.search(
+                    r"error while loading shared libraries: (\S+): cannot open", line)
+                if m:  # (the loader's --list stops at the first library it cannot find)
                     missing.add(m.group(1))
                 if "version `" in line and "not found" in line:
                     version_errors.append(line.strip())
         return missing, version_errors
 
     def setup(self):
-        env_info = {}
-        for cmd, key in ((["uname", "-r"], "kernel"), (["ldd", "--version"], "glibc")):
-            try:
-                env_info[key] = subprocess.run(cmd, capture_output=True, text=True).stdout \
-                    .splitlines()[0]
-            except (OSError, IndexError):
-                env_info[key] = None
-        if os.path.exists("/etc/os-release"):
-            for line in open("/etc/os-release"):
-                if line.startswith("PRETTY_NAME="):
-                    env_info["os"] = line.split("=", 1)[1].strip().strip('"')
-        smi = shutil.which("nvidia-smi")
-        env_info["nvidia_smi"] = bool(smi)
-        if smi:
-            q = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total,clocks.sm,"
-                                "clocks.max.sm,clocks.mem,power.limit",
-                                "--format=csv,noheader"], capture_output=True, text=True)
-            env_info["gpu"] = q.stdout.strip() or q.stderr.strip()
+        """The preflight: prints the machine, where the libraries left to the image were found,
+        how the bundle will start and what will be skipped; then checks that every binary loads
+        and starts (--version)."""
+        m = preflight.machine()
+        self.gpu_present = (not self.emulated) and preflight.gpu_present(m)
+        self.log("preflight: " + json.dumps(m))
+        need = self.manifest.get("glibc_required")
+        self.carried_glibc = (not self.emulated and bool(self.manifest.get("glibc_carried"))
+                              and plan.needs_carried_glibc(m.get("glibc"), need))
+        self.log(f"preflight: glibc {m.get('glibc')} here, bundle needs {need} (built on "
+                 f"{self.manifest.get('built_on')}): "
+                 + ("binaries start through the carried glibc's loader" if self.carried_glibc
+                    else "binaries start with the image's glibc"))
+        built = self.manifest.get("cuda_built_with")
+        if built and m.get("driver_cuda") and \
+                plan.version_tuple(m["driver_cuda"]) < plan.version_tuple(built)[:2]:
+            self.log(f"preflight: WARNING: the driver supports CUDA {m['driver_cuda']}, the "
+                     f"bundle's runtime is CUDA {built}: expect every gpu test to find no usable "
+                     "device (counted as failures)")
+        pys = preflight.pythons(os.environ.get("GPU_CHECK_PYTHON"))
+        with_torch = [p for p in pys if "torch" in p]
+        if not os.environ.get("GPU_CHECK_PYTHON") and with_torch:
+            self.python = with_torch[0]["path"]
+        chosen = next((p for p in pys if p.get("path") == self.python), None)
+        for p in pys:
+            self.log("preflight: python " + json.dumps(p))
+        dirs = preflight.library_dirs(pys)
         self.cuda_dirs = []
-        env = self.lib_env(False)
-        missing, _ = self.ldd_missing(env)
-        found, self.cuda_dirs = self.find_cuda_libs(sorted(missing))
-        if shutil.which("ldd") is None:
-            env_info["ldd"] = "absent: library check skipped"
-            self.env = env = self.lib_env(False)
-            self.result["env"] = env_info
-            self.log(f"environment: {json.dumps(env_info)}")
-            return True
-        env_info["libs_from_image"] = found
+        sonames = ["libcuda.so.1", "libcublasLt.so.13", "libcublas.so.13", "libnccl.so.2"]
+        self.env = env = self.lib_env(False)
+        if self.carried_glibc:
+            self.loader, self.loader_path = self.write_wrappers()
+        missing, _ = self.unresolved(env)
+        sonames += sorted(x for x in missing if x not in sonames)
+        found = preflight.find_libs(sonames, dirs)
+        self.log("preflight: libraries " + json.dumps(found))
+        # Every folder where one was found goes on the path (the loader's --list names only the
+        # first library it misses, so "missing" alone is not the whole list).
+        for so in sonames:
+            if found.get(so):
+                d = os.path.dirname(found[so])
+                if d not in self.cuda_dirs:
+                    self.cuda_dirs.append(d)
         compat = False
         env = self.lib_env(False)
-        missing, version_errors = self.ldd_missing(env)
-        if any("GLIBCXX" in v or "CXXABI" in v or "GCC_" in v for v in version_errors):
+        if self.carried_glibc:
+            self.loader, self.loader_path = self.write_wrappers()
+        missing, version_errors = self.unresolved(env)
+        if not self.carried_glibc and any("GLIBCXX" in v or "CXXABI" in v or "GCC_" in v
+                                          for v in version_errors):
             compat = True  # the image's libstdc++ is older than the one built with
             env = self.lib_env(True)
-            missing, version_errors = self.ldd_missing(env)
-        env_info["bundled_libstdcxx_used"] = compat
+            missing, version_errors = self.unresolved(env)
+        if self.carried_glibc:
+            # The wrappers carry the library path; the image's own programs that a stage starts
+            # (bash, python3) must not load the bundle's Debian 12 libraries.
+            env = dict(os.environ)
+            env.setdefault("OMP_NUM_THREADS", "8")
         self.env = env
-        self.result["env"] = env_info
-        self.log(f"environment: {json.dumps(env_info)}")
+        skips = []
+        self.preflight = {"torch_compile_unavailable": preflight.compile_unavailable(chosen)}
+        if not chosen or "torch" not in chosen:
+            skips.append(f"the PyTorch rows (no torch in {self.python})")
+        elif self.preflight["torch_compile_unavailable"]:
+            skips.append("torch.compile: " + self.preflight["torch_compile_unavailable"])
+        if not self.emulated and self.find_sanitizer() is None:
+            skips.append("sanitizers (compute-sanitizer absent)")
+        if not self.gpu_present and not self.emulated:
+            skips.append("nothing on purpose, but no GPU is visible: every CUDA stage will fail")
+        self.result["env"] = {**m, "libs": found, "python": self.python,
+                              "pythons": pys, "bundled_libstdcxx_used": compat,
+                              "carried_glibc_used": self.carried_glibc, "will_skip": skips}
+        self.log(f"preflight: PyTorch side: {self.python}; library folders added: "
+                 f"{self.cuda_dirs}; will skip: {skips or 'nothing'}")
         if missing or version_errors:
             msg = (f"the bundle cannot load here: missing {sorted(missing)}; "
-                   f"{version_errors[:3]} (it needs glibc >= "
-                   f"{self.manifest.get('glibc_required')}, built on "
+                   f"{version_errors[:3]} (it needs glibc >= {need}, built on "
                    f"{self.manifest.get('built_on')})")
             self.log("FAIL: " + msg)
             self.result["setup_error"] = msg
             return False
+        # Each binary must start, not only resolve: --version / --gtest_list_tests.
+        for b in self.manifest["binaries"]:
+            args = ["--version"] if b == "ringmaster-trainer" else \
+                ["--gtest_list_tests"] if b.endswith("_test") else None
+            if args is None:
+                continue
+            rc, secs, to, text = self.sh([self.bin(b)] + args, 30, "start-" + b)
+            # 77 is the gpu tests' "no CUDA device" after listing: the binary started (the tests
+            # stage judges 77 itself, a failure on a GPU machine).
+            if rc != 0 and not (rc == 77 and b.endswith("_test")):
+                msg = f"{b} {args[0]} exits {rc}: {text.strip().splitlines()[-1:]}"
+                self.log("FAIL: " + msg)
+                self.result["setup_error"] = msg
+                return False
+        self.log(f"preflight: every bundled binary starts ({len(self.manifest['binaries'])})")
         return True
 
     # ---- stages -------------------------------------------------------------------------------
     def stage_budget(self, name):
-        later = STAGE_ORDER[STAGE_ORDER.index(name) + 1:]
-        keep = sum(GPU_RESERVE[s] for s in later if s in self.stages)
-        return min(GPU_CAPS[name] * (4 if self.emulated else 1), self.remaining() - keep)
+        return plan.stage_budget(name, self.stages, self.remaining(), self.emulated)
+
+    def bin(self, name):
+        """The command that starts bundled binary NAME: the binary itself, or its wrapper that
+        starts it through the carried glibc's loader where the image's glibc is too old."""
+        d = "binw" if self.carried_glibc else "bin"
+        return os.path.join(self.bundle, d, name)
 
     def gtest_counts(self, xml):
         try:
@@ -277,20 +329,19 @@ class Runner:
             xml = os.path.join(self.details, f"gtest-{t['name']}.xml")
             env = dict(self.env)
             env.update(t["env"])
-            cmd = [os.path.join(self.bundle, "bin", t["bin"])] + t["args"]
+            cmd = [self.bin(t["bin"])] + t["args"]
             if t.get("gtest", True):
                 cmd.append(f"--gtest_output=xml:{xml}")
             rc, secs, to, text = self.sh(cmd, min(left, 300 if self.emulated else 120),
                                          "test-" + t["name"], env=env)
-            status = ("timeout" if to else "pass" if rc == 0 else "skipped (77: no device)"
-                      if rc == 77 else f"fail (exit {rc})")
+            status, failed = plan.test_status(rc, to, self.gpu_present)
             row = {"name": t["name"], "status": status, "seconds": round(secs, 2),
                    "gtest": self.gtest_counts(xml)}
             rows.append(row)
             self.log(f"  {t['name']}: {status} in {secs:.1f}s"
                      + (f" {row['gtest']['failed_cases']}" if row["gtest"] and
                         row["gtest"]["failed_cases"] else ""))
-            if not (status == "pass" or status.startswith("skipped")):
+            if failed:
                 self.failed.append("tests:" + t["name"])
                 self.log("\n".join("    " + l for l in text.splitlines()[-25:]))
         return {"tests": rows}
@@ -298,7 +349,7 @@ class Runner:
     def run_engine(self, budget):
         script = os.path.join(self.repo, "tests", "trainer_cuda_engine.sh")
         env = dict(self.env)
-        env["TRAINER"] = os.path.join(self.bundle, "bin", "ringmaster-trainer")
+        env["TRAINER"] = self.bin("ringmaster-trainer")
         rc, secs, to, text = self.sh(["bash", script], budget, "engine", env=env)
         r = {"exit": rc, "seconds": round(secs, 1), "timed_out": to}
         m = re.search(r"max relative loss difference (\S+) over (\d+) steps", text)
@@ -316,7 +367,7 @@ class Runner:
         return r
 
     def run_gelu(self, budget):
-        rc, secs, to, text = self.sh([os.path.join(self.bundle, "bin", "gelu_epilogue_probe")],
+        rc, secs, to, text = self.sh([self.bin("gelu_epilogue_probe")],
                                      budget, "gelu-probe")
         r = {"exit": rc, "seconds": round(secs, 2)}
         for line in text.splitlines():
@@ -335,7 +386,7 @@ class Runner:
         return r
 
     def run_kernels(self, budget):
-        exe = os.path.join(self.bundle, "bin", "bench_kernels")
+        exe = self.bin("bench_kernels")
         if not os.path.exists(exe):
             return {"status": "skipped: bench_kernels is not in the bundle"}
         js = os.path.join(self.details, "bench_kernels.json")
@@ -355,60 +406,6 @@ class Runner:
             self.failed.append("kernels")
         self.log("\n".join("  " + l for l in text.strip().splitlines()[-30:]))
         return r
-
-    # Memory of a process on the GPU, sampled with nvidia-smi in a thread while it runs.
-    class MemoryWatch:
-        def __init__(self, enabled):
-            self.enabled = enabled and shutil.which("nvidia-smi") is not None
-            self.pid = None
-            self.peak_proc = None
-            self.peak_used = None
-            self.base_used = None
-            self._stop = threading.Event()
-            self._thread = None
-
-        def _used(self):
-            r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used",
-                                "--format=csv,noheader,nounits"], capture_output=True, text=True)
-            try:
-                return float(r.stdout.split()[0])
-            except (IndexError, ValueError):
-                return None
-
-        def _loop(self):
-            while not self._stop.is_set():
-                r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
-                                    "--format=csv,noheader,nounits"], capture_output=True,
-                                   text=True)
-                for line in r.stdout.splitlines():
-                    parts = [x.strip() for x in line.split(",")]
-                    if len(parts) == 2 and self.pid is not None and parts[0] == str(self.pid):
-                        try:
-                            v = float(parts[1])
-                            self.peak_proc = max(self.peak_proc or 0, v)
-                        except ValueError:
-                            pass
-                u = self._used()
-                if u is not None:
-                    self.peak_used = max(self.peak_used or 0, u)
-                self._stop.wait(0.25)
-
-        def start(self):
-            if self.enabled:
-                self.base_used = self._used()
-                self._thread = threading.Thread(target=self._loop, daemon=True)
-                self._thread.start()
-
-        def stop(self):
-            if self._thread:
-                self._stop.set()
-                self._thread.join()
-            if not self.enabled:
-                return {"gpu_mem_note": "nvidia-smi absent: not measured"}
-            d = {"gpu_mem_process_peak_mib": self.peak_proc}
-            if self.peak_used is not None and self.base_used is not None:
-                d["gpu_mem_device_delta_peak_mib"] = self.peak_used - self.base_used
-            return d
 
     def write_job(self, name, model, data, train, precision):
         cfg = ", ".join(f"{k}: {v}" for k, v in model.items())
@@ -452,19 +449,19 @@ output: {{dir: {os.path.join(self.work, name)}, checkpoint_every_steps: 0}}
                     continue
                 if "loss" in d:
                     seen["steps"][d["step"]] = (t, d["loss"])
+                if "gpu_peak_allocated_bytes" in d:  # the process's own CUDA allocation peak
+                    seen["gpu_peak"] = max(seen.get("gpu_peak", 0), d["gpu_peak_allocated_bytes"])
                 if "eval_accuracy" in d:
                     seen["evals"].append({"epoch": d.get("epoch"), "step": d.get("step"),
                                           "accuracy": d["eval_accuracy"],
                                           "loss": d.get("eval_loss")})
 
-        watch = self.MemoryWatch(not self.emulated)
-        trainer = os.path.join(self.bundle, "bin", "ringmaster-trainer")
+        trainer = self.bin("ringmaster-trainer")
         started = {"pid": None}
 
         def poll_and_pid(p):
             if started["pid"] is None:
                 started["pid"] = p.pid
-                watch.pid = p.pid
             poll(p)
             if done is not None and done(seen["steps"], seen["evals"]) and \
                     p.poll() is None and not started.get("killed"):
@@ -474,14 +471,15 @@ output: {{dir: {os.path.join(self.work, name)}, checkpoint_every_steps: 0}}
                 except ProcessLookupError:
                     pass
 
-        watch.start()
         rc, secs, to, text = self.sh([trainer, "train", "--config", job], timeout, name,
                                      poll=poll_and_pid)
         r = {"exit": rc, "wall_s": round(secs, 2), "timed_out": to}
         if started.get("killed"):
             r["exit"] = 0
             r["note"] = "killed once its figures were in (the export is not needed)"
-        r.update(watch.stop())
+        if "gpu_peak" in seen:
+            r["gpu_mem_process_peak_mib"] = round(seen["gpu_peak"] / 2 ** 20, 1)
+            r["gpu_mem_source"] = "the trainer's own CUDA allocations (metrics.jsonl)"
         r["engine_line"] = next((l.strip() for l in text.splitlines() if "CUDA engine" in l), None)
         steps = seen["steps"]
         r["steps_done"] = max(steps) if steps else 0
@@ -532,15 +530,8 @@ output: {{dir: {os.path.join(self.work, name)}, checkpoint_every_steps: 0}}
 
     def bench_torch(self, extra, timeout, name):
         cmd = [self.python, os.path.join(self.repo, "scripts", "gpu_bench_torch.py")] + extra
-        watch = self.MemoryWatch(not self.emulated)
-
-        def poll(p):
-            watch.pid = p.pid
-
-        watch.start()
         env = dict(os.environ)  # PyTorch with its own libraries, not the bundle's
-        rc, secs, to, text = self.sh(cmd, timeout, name, env=env, poll=poll)
-        mem = watch.stop()
+        rc, secs, to, text = self.sh(cmd, timeout, name, env=env)
         r = {}
         for line in text.splitlines():
             if line.startswith("{"):
@@ -548,13 +539,17 @@ output: {{dir: {os.path.join(self.work, name)}, checkpoint_every_steps: 0}}
                     r = json.loads(line)
                 except json.JSONDecodeError:
                     pass
-        if rc == 0:
-            r.update(mem)
+        if rc == 0 and r.get("peak_allocated_mib") is not None:
+            r["gpu_mem_process_peak_mib"] = round(r["peak_allocated_mib"], 1)
+            r["gpu_mem_source"] = "torch.cuda.max_memory_allocated()"
         r["wall_s"] = round(secs, 1)
         if to:
             r["status"] = "timeout"
         elif rc == 3:
             r["status"] = "not available: " + r.get("error", "?")
+        elif rc == 4:  # the variant failed inside PyTorch/transformers; the run goes on
+            r["status"] = "fail (in PyTorch: " + r.get("error", "?")[:300] + ")"
+            self.log("\n".join("    " + l for l in text.splitlines()[-10:]))
         elif rc != 0:
             r["status"] = f"fail (exit {rc})"
             self.log("\n".join("    " + l for l in text.splitlines()[-10:]))
@@ -581,27 +576,34 @@ output: {{dir: {os.path.join(self.work, name)}, checkpoint_every_steps: 0}}
                str(m["num_hidden_layers"]), "--heads", str(m["num_attention_heads"]),
                "--intermediate", str(m["intermediate_size"]), "--steps", str(b["torch_steps"]),
                "--warmup", "3" if not self.emulated else "2"]
-        plan = [
-            ("matmul_bf16_ceiling", 40, lambda t: self.bench_torch(
-                ["--mode", "matmul", "--n", str(b["matmul_n"]), "--steps", "10"], t, "bench-matmul")),
-            ("ringmaster_fp32", 90, lambda t: self.bench_trainer("fp32", t)),
-            ("ringmaster_bf16", 90, lambda t: self.bench_trainer("bf16", t)),
-            ("torch_eager_fp32", 60, lambda t: self.bench_torch(
-                ["--mode", "bert", "--variant", "eager-fp32"] + geo, t, "bench-torch-eager-fp32")),
-            ("torch_eager_bf16_sdpa", 60, lambda t: self.bench_torch(
+        compile_why = self.preflight.get("torch_compile_unavailable")
+        fns = {
+            "matmul_bf16_ceiling": lambda t: self.bench_torch(
+                ["--mode", "matmul", "--n", str(b["matmul_n"]), "--steps", "10"], t, "bench-matmul"),
+            "ringmaster_fp32": lambda t: self.bench_trainer("fp32", t),
+            "ringmaster_bf16": lambda t: self.bench_trainer("bf16", t),
+            "torch_eager_fp32": lambda t: self.bench_torch(
+                ["--mode", "bert", "--variant", "eager-fp32"] + geo, t, "bench-torch-eager-fp32"),
+            "torch_eager_bf16_sdpa": lambda t: self.bench_torch(
                 ["--mode", "bert", "--variant", "eager-bf16-sdpa"] + geo, t,
-                "bench-torch-eager-bf16")),
-            ("torch_compile_bf16_sdpa", 150, lambda t: self.bench_torch(
-                ["--mode", "bert", "--variant", "compile-bf16-sdpa"] + geo, t,
-                "bench-torch-compile")),
-        ]
-        for key, cap, fn in plan:
-            left = end - now()
-            if left < 10:
+                "bench-torch-eager-bf16"),
+            # Warmed until its step time is stable (a recompile must not land in the timed
+            # steps), within the item's time box less a margin for the timed steps.
+            "torch_compile_bf16_sdpa": lambda t: self.bench_torch(
+                ["--mode", "bert", "--variant", "compile-bf16-sdpa", "--until-stable",
+                 "--warmup-max-s", str(max(5, int(t * 0.6)))] + geo, t, "bench-torch-compile"),
+        }
+        for key, cap in plan.BENCH_PLAN:
+            t = plan.item_budget(cap, end - now(), self.emulated)
+            if key == "torch_compile_bf16_sdpa" and compile_why:
+                r[key] = {"status": f"not available: {compile_why}"}
+                self.log(f"  {key}: not available ({compile_why})")
+                continue
+            if t is None:
                 r[key] = {"status": "skipped: no time left"}
                 self.log(f"  {key}: skipped (no time left)")
                 continue
-            r[key] = fn(min(cap * (4 if self.emulated else 1), left))
+            r[key] = fns[key](t)
             s = r[key]
             self.log(f"  {key}: {s.get('status')}"
                      + (f", {s['samples_per_s']:.1f} samples/s" if "samples_per_s" in s else "")
@@ -643,23 +645,19 @@ output: {{dir: {os.path.join(self.work, name)}, checkpoint_every_steps: 0}}
         end = now() + budget
         r = {"compute_sanitizer": cs, "runs": []}
         bins = {t["bin"] for t in self.manifest["tests"]}
-        plan = [("memcheck", "kernels_gpu_test", 90), ("racecheck", "kernels_gpu_test", 120),
-                ("memcheck", "gemm_gpu_test", 60), ("synccheck", "kernels_gpu_test", 60),
-                ("memcheck", "cuda_trainer_state_gpu_test", 60),
-                ("memcheck", "bert_cuda_gpu_test", 60), ("memcheck", "cuda_engine_gpu_test", 90),
-                ("initcheck", "kernels_gpu_test", 90)]
-        for tool, b, cap in plan:
+        for tool, b, cap in plan.SANITIZER_PLAN:
             if b not in bins:
                 continue
-            left = end - now()
-            if left < 10:
-                r["runs"].append({"tool": tool, "test": b, "status": "skipped: no time left"})
+            t = plan.item_budget(cap, end - now(), self.emulated)
+            if t is None:
+                r["runs"].append({"tool": tool, "test": b,
+                                  "status": "not run: its time box does not fit in the budget"})
                 continue
             name = f"sanitizer-{tool}-{b}"
             xml = os.path.join(self.details, f"gtest-{name}.xml")
             cmd = [cs, "--tool", tool, "--error-exitcode", "86", "--print-limit", "30",
-                   os.path.join(self.bundle, "bin", b), f"--gtest_output=xml:{xml}"]
-            rc, secs, to, text = self.sh(cmd, min(cap, left), name)
+                   self.bin(b), f"--gtest_output=xml:{xml}"]
+            rc, secs, to, text = self.sh(cmd, t, name)
             m = re.search(r"ERROR SUMMARY: (\d+) error", text)
             h = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, "
                           r"(\d+) warnings?\)", text)

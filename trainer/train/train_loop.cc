@@ -219,6 +219,11 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
                                {"lr", lr},
                                {"grad_norm", sr.skipped ? 0.0 : sr.grad_norm}};
         if (sr.loss_scale > 0) line["loss_scale"] = sr.loss_scale;
+        // The process's own GPU memory peak (CUDA engine: the bytes it has allocated), so that a
+        // benchmark reads it from the process rather than from nvidia-smi, whose per-process
+        // figures are empty inside a container's PID namespace.
+        const EngineFigures ef = engine_->figures();
+        if (ef.device) line["gpu_peak_allocated_bytes"] = ef.device->peak_allocated_bytes;
         if (sr.skipped) {
           line["skipped"] = true;
           progress.Message(absl::StrFormat(
@@ -242,7 +247,6 @@ absl::StatusOr<TrainResult> TrainLoop::Run(const std::atomic<bool>* stop) {
         fig.unix_time =
             std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
-        const EngineFigures ef = engine_->figures();
         metrics_->OnStep(fig, ef.comm);
         metrics_->OnMemory(ef.persistent_bytes, ef.peak_transient_bytes);
         if (ef.device) metrics_->OnDevice(*ef.device);

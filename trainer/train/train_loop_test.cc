@@ -304,6 +304,21 @@ TEST_F(TrainLoopTest, ReportsAGpuEnginesDeviceFiguresToTheMetricsAndTheRankRepor
     ASSERT_TRUE(report.ok()) << report.status();
     const nlohmann::json j = nlohmann::json::parse(*report);
     EXPECT_EQ(j.contains("gpu"), gpu);
+    // Every step line of metrics.jsonl carries the process's own GPU peak (what the GPU check's
+    // benchmark reads instead of nvidia-smi); a CPU engine's lines have none.
+    absl::StatusOr<std::string> metrics = ReadFile(job.output.dir + "/metrics.jsonl");
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    int step_lines = 0;
+    for (const absl::string_view line : absl::StrSplit(*metrics, '\n', absl::SkipEmpty())) {
+      const nlohmann::json m = nlohmann::json::parse(line);
+      if (!m.contains("loss")) continue;
+      ++step_lines;
+      EXPECT_EQ(m.contains("gpu_peak_allocated_bytes"), gpu) << line;
+      if (gpu) {
+        EXPECT_EQ(m["gpu_peak_allocated_bytes"], 8192) << line;
+      }
+    }
+    EXPECT_GT(step_lines, 0);
     if (!gpu) continue;
     EXPECT_EQ(f.device.allocated_bytes, 4096u);
     EXPECT_EQ(f.device.peak_allocated_bytes, 8192u);
