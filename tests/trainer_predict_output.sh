@@ -132,7 +132,9 @@ else
   bad "--output LINK: root/link.tsv is now $(stat -c %F root/link.tsv), target.tsv has $(wc -l <target.tsv) lines"
 fi
 echo old >target.tsv
-RINGMASTER_ALLOWED_ROOT=$work/root predict --output "$work/root/link.tsv" 2>err
+# The root holds the model and the input too (a model is read only from inside it); the link
+# under it points inside it as well, and is still not followed.
+RINGMASTER_ALLOWED_ROOT=$work predict --output "$work/root/link.tsv" 2>err
 rc=$?
 if ((rc != 0)) && grep -q "symbolic link" err && [[ -L root/link.tsv && $(cat target.tsv) == old ]]; then
   ok "--output LINK below RINGMASTER_ALLOWED_ROOT: refused ($(head -c 120 err))"
