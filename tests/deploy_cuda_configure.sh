@@ -13,7 +13,8 @@
 #     architectures, NCCL_LIBRARY found; in generated/ringmaster_build_info.h (what
 #     `ringmaster-trainer --version` prints, common/version.cc) "CUDA <nvcc's version>,
 #     architectures <the file's>" and "NCCL: yes (...)", nothing emulated; and the Dockerfile's
-#     ninja targets exist in that tree.
+#     ninja targets exist in that tree;
+#   - a configure with no settings at all gives that real CUDA build as well (not the emulator).
 # Which toolkit runs which file: the CUDA 13 file with this machine's nvcc when it is CUDA 13
 # (/usr/local/cuda). CUDA 13's nvcc cannot compile sm_61/sm_70, so CMake's compiler check fails
 # on the CUDA 12 file's list; it is configured only when a CUDA 12 nvcc is found (CUDA_12_NVCC,
@@ -135,6 +136,19 @@ for file in agent-cuda13 agent-cuda12; do
   echo "   configured in $((SECONDS - start)) s with $nvcc: CUDA engine: $want_cuda; NCCL: yes ($nccl); targets $targets"
 done
 ((configured > 0)) || { echo "SKIP: no CUDA 12 or 13 nvcc here: only the flags were checked"; exit 77; }
+
+# A configure with no settings at all, on a machine with nvcc and (here) no GPU, is the real CUDA
+# build too: the emulator is only where asked (RINGMASTER_CUDA_EMU defaults to OFF).
+tree=$work/default
+start=$SECONDS
+env -u CUDACXX -u NCCL_ROOT -u CMAKE_CXX_COMPILER_LAUNCHER -u CMAKE_CUDA_COMPILER_LAUNCHER \
+  cmake -S "$ROOT" -B "$tree" -G Ninja >"$work/default.log" 2>&1 ||
+  { tail -30 "$work/default.log"; fail "a default configure failed"; }
+[[ $(cache_value "$tree" RINGMASTER_CUDA_EMU) == OFF ]] ||
+  fail "a default configure chose RINGMASTER_CUDA_EMU=$(cache_value "$tree" RINGMASTER_CUDA_EMU)"
+default_cuda=$(info "$tree" RINGMASTER_BUILD_CUDA)
+[[ $default_cuda == "CUDA "* ]] || fail "a default configure builds CUDA engine: '$default_cuda', not nvcc's"
+echo "== default configure (no settings): CUDA engine: $default_cuda ($((SECONDS - start)) s)"
 
 if ((do_build)); then
   tree=$work/agent-cuda13
