@@ -19,7 +19,7 @@ namespace ringmaster::jobspec {
 // distributed.sharding (data_parallel.h says what each does).
 enum class Sharding { kNoShard, kShardGradOp, kFullShard, kHybridShard };
 // distributed.compression: the job's request. The trainer maps it to a wire codec or PowerSGD
-// (trainer/dist/data_parallel.h, CompressionOptions) in one place.
+// (trainer/parallel/data_parallel.h, CompressionOptions) in one place.
 enum class Compression { kAuto, kNone, kFp16, kBf16, kInt8, kPowerSgd };
 // train.precision; the planner resolves kAuto per rank (RINGMASTER_PRECISION).
 enum class Precision { kAuto, kFp32, kFp16, kBf16 };

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compile-checks the CUDA kernels (trainer/cuda/*.cu, not the emulator's emu/) for the older GPUs
+# Compile-checks the CUDA kernels (trainer/cuda/kernels/*.cu, not the emulator's cuda_emu/) for the older GPUs
 # that CUDA 13 no longer targets: sm_61 (Tesla P40) and sm_70 (V100). CUDA 11.8 is the toolkit
 # the P40/V100 image uses: Debian bookworm's nvidia-cuda-toolkit from the non-free component.
 # Not part of CI (the install downloads 1.6 GB and takes 5.5 GB of disk); run it by hand after changing a kernel:
@@ -8,7 +8,7 @@
 #   scripts/compile-check-old-gpus.sh --no-install    # the toolkit is already there
 #
 # Each kernel is compiled by CUDA 11.8's nvcc for sm_61 and sm_70; the CUDA engine's host C++
-# (trainer/cuda/*.cc) gets a syntax check against the same toolkit's headers. It prints OK or FAIL
+# (trainer/cuda/**/*.cc) gets a syntax check against the same toolkit's headers. It prints OK or FAIL
 # per file and architecture (with the first error lines) and exits non-zero when any check fails.
 # Object files go to a temporary directory that is removed at the end.
 set -euo pipefail
@@ -141,7 +141,7 @@ check() {
 nvcc_flags=(-ccbin "$host_cxx" -std=c++17 -O3 -DNDEBUG -isystem "$overlay" -I"$repo")
 arches=(61 70)
 kernels=()
-for src in "$repo"/trainer/cuda/*.cu; do kernels+=("${src#"$repo"/}"); done
+for src in "$repo"/trainer/cuda/kernels/*.cu; do kernels+=("${src#"$repo"/}"); done
 echo "== $("$nvcc" --version | tail -1), host $("$host_cxx" --version | head -1)"
 echo "== nvcc: ${#kernels[@]} files x sm_${arches[*]}"
 for src in "${kernels[@]}"; do
@@ -157,8 +157,8 @@ done
 # runtime and cuBLASLt declarations.
 cxx=${CXX:-g++}
 host_sources=()
-for src in "$repo"/trainer/cuda/*.cc; do
-  [[ "$src" == *_test.cc || "$src" == */gpu_test_main.cc ]] || host_sources+=("${src#"$repo"/}")
+for src in "$repo"/trainer/cuda/*.cc "$repo"/trainer/cuda/{kernels,model,parallel,engine}/*.cc; do
+  [[ "$src" == *_test.cc ]] || host_sources+=("${src#"$repo"/}")
 done
 echo "== $cxx -std=c++20 -fsyntax-only: ${#host_sources[@]} files ($("$cxx" --version | head -1))"
 for src in "${host_sources[@]}"; do

@@ -19,7 +19,7 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgloo-dev libyaml-cpp-dev nlohmann-json3-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev prometheus-cpp-dev
-  libboost-context-dev  # trainer/cuda/emu: the CUDA emulator's fibers
+  libboost-context-dev  # cuda_emu: the CUDA emulator's fibers
   clang-format clang-tidy
   clang libclang-rt-14-dev libomp-dev  # scripts/sanitize-and-fuzz.sh: libFuzzer, sanitizers
   python3 python3-venv python3-pip python3-torch python3-numpy

@@ -13,7 +13,7 @@
 #include "coordinator/plan/rank_weights.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/dist/dist_env.h"
+#include "trainer/parallel/dist_env.h"
 
 namespace ringmaster::coordinator {
 namespace {

@@ -1,4 +1,4 @@
-// RINGMASTER_RANK_WEIGHTS, the value the trainer reads (trainer/dist/dist_env.h): each rank's
+// RINGMASTER_RANK_WEIGHTS, the value the trainer reads (trainer/parallel/dist_env.h): each rank's
 // share of every global batch is proportional to its weight. Format: comma-separated items, one
 // per run of ranks: "w" (one rank) or "w*k" (k consecutive ranks of weight w, e.g. the ranks of
 // one node); unset means equal shares.

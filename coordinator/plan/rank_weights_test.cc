@@ -9,7 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/dist/dist_env.h"
+#include "trainer/parallel/dist_env.h"
 
 namespace ringmaster::coordinator {
 namespace {

@@ -40,8 +40,8 @@
 #include "trainer/comm/communicator.h"
 #include "trainer/comm/gloo_communicator.h"
 #include "trainer/comm/store.h"
-#include "trainer/dist/dist_context.h"
-#include "trainer/dist/dist_env.h"
+#include "trainer/parallel/dist_context.h"
+#include "trainer/parallel/dist_env.h"
 
 namespace rt = ringmaster::trainer;
 

@@ -37,11 +37,11 @@ constexpr bool kNcclBuilt = false;
 #endif
 #include "trainer/data/tsv.h"
 #if RINGMASTER_HAVE_CUDA_ENGINE
-#include "trainer/cuda/cuda_engine.h"
-#include "trainer/cuda/gpu_probe.h"
+#include "trainer/cuda/engine/cuda_engine.h"
+#include "trainer/cuda/engine/gpu_probe.h"
 #endif
-#include "trainer/dist/dist_context.h"
-#include "trainer/dist/rank_plan.h"
+#include "trainer/parallel/dist_context.h"
+#include "trainer/parallel/rank_plan.h"
 #include "trainer/train/device_choice.h"
 #include "trainer/train/throughput_probe.h"
 #include "trainer/train/trainer.h"

@@ -1,7 +1,7 @@
 // The backend-independent collective interface the trainer's data-parallel code is written
 // against. Two backends implement it: Gloo over TCP (gloo_communicator.h: CPU ranks, host
 // memory) and NCCL (nccl_communicator.h: one CUDA device per rank, device memory);
-// DistContext (trainer/dist/dist_context.h) picks one from the job's `distributed.backend`.
+// DistContext (trainer/parallel/dist_context.h) picks one from the job's `distributed.backend`.
 //
 // Contract shared by every backend:
 //  - All ranks must issue the same collectives in the same order (they are matched by a

@@ -1,7 +1,7 @@
 // Scalar conversions between fp32 and the 16-bit float types of DataType (kBFloat16, kFloat16):
 // IEEE round-to-nearest-even, overflow to infinity, NaN kept (quiet). The CPU backends use them
 // to sum 16-bit elements in fp32; they are not vectorised (the wire codecs in
-// trainer/dist/compression.h have their own, saturating, fast paths).
+// trainer/parallel/compression.h have their own, saturating, fast paths).
 #pragma once
 
 #include <bit>

@@ -1,5 +1,5 @@
-// CPU references of the CUDA trainer's half-precision casts (trainer/cuda/cast.cu), written from
-// the IEEE 754 formats by bit manipulation, independently of the toolkit's conversions the
+// CPU references of the CUDA trainer's half-precision casts (trainer/cuda/kernels/cast.cu), written
+// from the IEEE 754 formats by bit manipulation, independently of the toolkit's conversions the
 // kernels use: bf16 is fp32's top 16 bits (8-bit exponent, 7-bit mantissa), fp16 has a 5-bit
 // exponent (bias 15) and a 10-bit mantissa. Both round to nearest, ties to even; fp16 overflows
 // to ±inf (from 65520 up, the halfway point above 65504) and keeps subnormals down to 2^-24.

@@ -1,6 +1,6 @@
 // The CPU step engine: BertModel<float> computing in fp32 over the data-parallel engine
-// (trainer/dist/data_parallel.h: sharding, gradient reduction and compression, AdamW, clipping),
-// with RINGMASTER_SLOWDOWN's simulated slower device around each micro-batch's compute.
+// (trainer/parallel/data_parallel.h: sharding, gradient reduction and compression, AdamW,
+// clipping), with RINGMASTER_SLOWDOWN's simulated slower device around each micro-batch's compute.
 //
 // Setting it up from a job takes three steps, because the job's settings are checked before
 // anything is loaded and `compression: auto` needs the ranks connected:
@@ -19,10 +19,10 @@
 #include "absl/status/statusor.h"
 #include "jobspec/bert_config.h"
 #include "jobspec/job_spec.h"
-#include "trainer/dist/data_parallel.h"
-#include "trainer/dist/dist_context.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
+#include "trainer/parallel/data_parallel.h"
+#include "trainer/parallel/dist_context.h"
 #include "trainer/train/slowdown.h"
 #include "trainer/train/step_engine.h"
 

@@ -20,9 +20,9 @@
 #include "jobspec/job_spec.h"
 #include "trainer/data/batcher.h"
 #include "trainer/data/tsv.h"
-#include "trainer/dist/dist_context.h"
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
+#include "trainer/parallel/dist_context.h"
 #include "trainer/text/wordpiece.h"
 #include "trainer/train/step_engine.h"
 #include "trainer/train/train_loop.h"
@@ -81,7 +81,8 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
 // Builds the step engine of `train.device: cuda` from the loaded model (its config, layout and
 // initial parameters) for this rank of `dist`, in a run of `total_steps` with `warmup_steps` of LR
 // warmup (PowerSGD's default start). A binary linked with the CUDA engine
-// (trainer/cuda/cuda_engine.h) passes one to Trainer::Create; without it device cuda is refused.
+// (trainer/cuda/engine/cuda_engine.h) passes one to Trainer::Create; without it device cuda is
+// refused.
 using CudaEngineFactory = std::function<absl::StatusOr<std::unique_ptr<StepEngine>>(
     const JobSpec& job, const BertConfig& config, const ParamLayout& layout, const float* initial,
     DistContext& dist, int64_t total_steps, int64_t warmup_steps)>;

@@ -1,0 +1,291 @@
+// The CUDA engine's parameters, gradients and AdamW state, held on one device and, with several
+// ranks, sharded FSDP-style over a communicator whose collectives take device buffers (NCCL).
+// The GPU counterpart of trainer/parallel/data_parallel.h, with its strategies and its partition
+// (trainer/parallel/unit_shards.h), so a checkpoint names the same ranges on either engine:
+//   no_shard       full parameters, gradients and moments on every rank; each unit's gradients
+//                  are all-reduced when backward is done with them in the step's last
+//                  micro-batch, or with `bucket_cap_bytes` each bucket of consecutive units when
+//                  backward is done with its last (trainer/parallel/grad_buckets.h, the CPU's).
+//   shard_grad_op  full parameters; each unit's gradients are reduce-scattered to their owners
+//                  in the last micro-batch; AdamW updates the local shards, which are then
+//                  all-gathered into the full parameters.
+//   full_shard     only the local shard of every unit is kept; a unit is all-gathered into a
+//                  pooled buffer when the model acquires it, and its gradients (a pooled,
+//                  zeroed buffer per unit) are reduce-scattered and added to the shard after
+//                  every micro-batch.
+//   hybrid_shard   full_shard within the intra-node group, then the shard gradients all-reduced
+//                  across nodes (the inter-node group).
+// A world of one holds everything (no_shard) and issues no collective.
+//
+// Compression (`codec`: fp16, bf16, int8 with error feedback; the wire formats of
+// trainer/parallel/wire_codec.h, encoded and decoded on the GPU by wire_codec_gpu.h) acts on the
+// gradient reductions as on the CPU engine: a reduce-scatter becomes an all-to-all of encoded
+// blocks that each owner decodes and adds in rank order (int8 keeps the quantisation error of
+// what it sent, per unit); an all-reduce (no_shard's per bucket, hybrid_shard's across nodes) is
+// the two-stage compressed all-reduce with zero-chunk skipping (device_two_stage_allreduce.h).
+// PowerSGD (device_powersgd.h) replaces the replicated all-reduces once the optimizer has taken
+// `powersgd_start_step` steps: no_shard's whole gradient after backward, hybrid_shard's shard
+// gradients across nodes.
+//
+// Streams: compute is enqueued on the stream given; with several ranks, the gradient
+// reductions of backward and the all-gathers of full_shard's units run on a communication
+// stream of their own, so a unit's reduction overlaps the backward of the units before it.
+// Each such "comm phase" first makes the communication stream wait for the compute issued so far
+// (an event); the compute stream waits for the communication stream (a "join") only where it
+// reads what communication wrote: a gathered unit at once, the reduced gradients at Reduce, and a
+// pooled buffer communication still uses. Collectives outside phases (Reduce's sums,
+// shard_grad_op's publishing, checkpoints) run on the compute stream after a join. So every
+// collective of the communicator is ordered after the previous one on the device, as NCCL needs.
+// Each of those waits is timed on the compute stream (GpuIntervals::TimedWait): with the
+// collectives that run on the compute stream, that is the step's exposed communication.
+// The host never waits for a collective it issues: their Works are kept and settled (waited for,
+// errors surfaced) at the step's reduction and the other host synchronisation points. Checked under
+// the emulator's lazy streams (docs/cuda.md), which run a stream's work only when something waits
+// for it, so a missing wait gives wrong gradients there. full_shard and hybrid_shard gather the
+// next unit while the current one computes, in forward and in backward (FSDP's prefetch: one
+// more pooled buffer in use).
+//
+// Errors inside a pass (UnitAccess cannot return one) are kept: status() and the next
+// reduction report the first.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/trainer_metrics.h"
+#include "trainer/comm/communicator.h"
+#include "trainer/cuda/parallel/device_powersgd.h"
+#include "trainer/cuda/parallel/device_two_stage_allreduce.h"
+#include "trainer/cuda/parallel/gpu_intervals.h"
+#include "trainer/model/bert_model.h"
+#include "trainer/model/bert_params.h"
+#include "trainer/optim/adamw.h"
+#include "trainer/parallel/data_parallel.h"
+#include "trainer/parallel/grad_buckets.h"
+#include "trainer/parallel/unit_shards.h"
+#include "trainer/parallel/wire_codec.h"
+
+namespace ringmaster::trainer::cuda {
+
+// How the gradient reductions are compressed (the job's distributed.compression).
+struct CudaCompression {
+  WireCodec codec = WireCodec::kNone;
+  bool powersgd = false;
+  int powersgd_rank = 4;
+  int64_t powersgd_start_step = 0;  // optimizer steps all-reduced exactly first
+  uint64_t seed = 0;                // PowerSGD's initial Q
+};
+
+// What the ranks' reductions of one step add up to.
+struct ReducedStep {
+  double loss = 0;      // Σ over ranks of their local Σ loss·weight
+  double grad_sq = 0;   // Σ of the squared reduced gradients, each element counted once
+  double flag_sum = 0;  // Σ over ranks of their flags
+};
+
+class CudaDataParallel : public UnitAccess<float> {
+ public:
+  // `initial`: layout.total parameters (host), the same on every rank. `comms.world` null: a
+  // world of one. Buffers are device memory of the current device; `stream` must outlive this.
+  static absl::StatusOr<std::unique_ptr<CudaDataParallel>> Create(
+      const ParamLayout& layout, Sharding sharding, const DataParallelComms& comms,
+      const std::vector<float>& initial, cudaStream_t stream,
+      const CudaCompression& compression = {}, size_t bucket_cap_bytes = 0);
+  ~CudaDataParallel() override;
+  CudaDataParallel(const CudaDataParallel&) = delete;
+  CudaDataParallel& operator=(const CudaDataParallel&) = delete;
+
+  Sharding sharding() const { return sharding_; }
+  int world_size() const { return world_size_; }
+
+  // Step protocol (as DataParallel's): BeginStep; per micro-batch BeginMicroBatch, the model's
+  // Forward, BeginBackward, its Backward (or RunEmptyMicroBatch); then Reduce and Update.
+  absl::Status BeginStep();  // zeroes the gradients (enqueued)
+  void BeginMicroBatch(bool last_of_step, bool training);
+  void BeginBackward() { backward_ = true; }
+  // The same collectives as a Forward + Backward with zero gradients (a rank without samples).
+  void RunEmptyMicroBatch(int num_units);
+  // The same collectives as a Forward (evaluation on a rank without rows).
+  void RunEmptyForward(int num_units);
+
+  // First failure of a collective issued inside a pass.
+  absl::Status status() const;
+  // Waits for the collectives issued so far; their first failure.
+  absl::Status Settle();
+
+  // Collective. Completes the step's gradient reductions and sums over ranks `local_loss`,
+  // the squares of the reduced gradients and `flag`. Reads back to the host (synchronises).
+  absl::StatusOr<ReducedStep> Reduce(double local_loss, float flag);
+  // The reduced gradients this rank updates: full (no_shard) or its shards (device).
+  float* update_grads() { return sharding_ == Sharding::kNoShard ? full_grads_ : shard_grads_; }
+  size_t update_size() const { return sharding_ == Sharding::kNoShard ? n_ : local_total_; }
+  // AdamW step `step` (1-based) with `lr` on this rank's part, then (shard_grad_op) the updated
+  // shards all-gathered into the full parameters. Collective for shard_grad_op.
+  absl::Status Update(int64_t step, double lr, const AdamWOptions& adam);
+  // The optimizer's step after a checkpoint load (PowerSGD starts by it).
+  void set_optimizer_step(int64_t step) { optimizer_step_ = step; }
+
+  // Collective. Sum over ranks of a few host values (staged through device memory).
+  absl::Status AllReduceWorld(std::vector<float>* values);
+  absl::Status Barrier();
+  // Collective (under full_shard / hybrid_shard). The full parameters, on the host.
+  absl::Status GatherFullParams(std::vector<float>* out);
+
+  // Checkpoints: what this rank writes (the ranges tile the layout over the ranks) and what it
+  // needs to resume, the same ranges as the CPU engine's for the same sharding and world.
+  ShardRanges SaveRanges() const;
+  ShardRanges LoadRanges() const;
+  // Host copies of SaveRanges' parameters and moments, compacted in range order.
+  absl::Status CopyForSave(std::vector<float>* params, std::vector<float>* exp_avg,
+                           std::vector<float>* exp_avg_sq) const;
+  // Takes LoadRanges' values (compacted). Collective for shard_grad_op (rebuilds the full
+  // parameters from the shards).
+  absl::Status LoadFrom(const std::vector<float>& params, const std::vector<float>& exp_avg,
+                        const std::vector<float>& exp_avg_sq);
+
+  // GPU time inside collectives (CUDA events around each on the stream it runs on): the
+  // collectives completed by the last Reduce since the one before it, and since the start. The
+  // reductions of backward run on the communication stream, so part of it overlaps compute.
+  double last_comm_seconds() const { return last_comm_seconds_; }
+  double comm_seconds_total() const { return comm_seconds_total_; }
+  // Exposed communication, the part not hidden behind compute: GPU time the compute stream spent
+  // waiting for the communication stream (an event recorded just before each such wait and one
+  // just after) plus the collectives that ran on the compute stream itself (Reduce's, the step's
+  // sums, shard_grad_op's publishing, GatherFullParams'), for the same steps as above. Zero in a
+  // world of one.
+  double last_exposed_comm_seconds() const { return last_exposed_seconds_; }
+  double exposed_comm_seconds_total() const { return exposed_seconds_total_; }
+  // A check of that measurement (tests read it): for the last join before the last Reduce read
+  // the figures (Reduce's own), the time from the event the compute stream waited for (recorded
+  // on the communication stream) to the end of the timed wait. Never negative when the wait is
+  // timed (the stall ends after what it waits for); under the emulator's lazy streams that event
+  // is recorded only when the wait runs the communication stream, so a wait's end recorded before
+  // the wait makes it negative. None when no join was read (a world of one).
+  std::optional<double> last_join_lag_seconds() const { return last_join_lag_seconds_; }
+
+  size_t persistent_bytes() const { return persistent_bytes_; }
+  size_t pooled_bytes() const;  // gathered units, unit gradients, scratch: allocated so far
+  const CommTotals& comm_totals() const { return comm_; }
+
+  // UnitAccess (device pointers).
+  const float* AcquireParams(int unit) override;
+  void ReleaseParams(int unit) override;
+  float* AcquireGrads(int unit) override;
+  void GradsDone(int unit) override;
+
+ private:
+  CudaDataParallel() = default;
+  bool sharded_params() const {
+    return sharding_ == Sharding::kFullShard || sharding_ == Sharding::kHybridShard;
+  }
+  CommStream stream() const { return CommStream(cur_); }
+  // A comm phase: from construction, collective work is enqueued on the communication stream,
+  // after the compute issued so far; on destruction back to the compute stream (no join).
+  class CommPhase {
+   public:
+    explicit CommPhase(CudaDataParallel* dp);
+    ~CommPhase();
+
+   private:
+    CudaDataParallel* dp_;
+  };
+  absl::Status Join();  // the compute stream waits for the communication issued so far (timed)
+  void Fail(const absl::Status& s);
+  void Keep(std::shared_ptr<Work> w) { pending_.push_back(std::move(w)); }
+  // Issues a collective (Keep's its Work) between two timing events on the stream.
+  void Issue(const std::function<std::shared_ptr<Work>()>& issue);
+  absl::StatusOr<size_t> CommBegin();  // records a pair's first event; the pair's index
+  absl::Status CommEnd(size_t timing);
+  // Sums the recorded intervals into the comm and exposed figures (waits for them).
+  absl::Status CollectCommTime();
+  // Reduce's sum over ranks of each rank's three values (collective, synchronises).
+  absl::StatusOr<ReducedStep> SumOverRanks(const ReducedStep& mine);
+  absl::StatusOr<float*> Take();  // a pooled buffer of max_padded_ floats
+  void Give(float* p);            // back to the pool (stream order keeps reuse safe)
+  absl::Status GatherUnit(int unit, float* out);  // all-gather unit's shards into `out` (padded)
+  // Gathers `unit` on the communication stream (unless already there), recording ready_[unit].
+  void Prefetch(int unit);
+  absl::Status ReduceScatterInto(int unit, const float* padded, float* out);
+  // shard_grad_op: all-gathers every unit's shard into the full parameters (collective).
+  absl::Status PublishShards();
+  absl::Status ReserveSmall(size_t bytes);  // small_ holds at least `bytes`
+  // Sum-all-reduce of data[0..n) over `comm` (compressed with the codec, the int8 residual at
+  // `residual`), counting bytes.
+  absl::Status AllReduceGrads(Communicator& comm, float* data, size_t n, float* residual);
+
+  Sharding sharding_ = Sharding::kNoShard;
+  DataParallelComms comms_;
+  Communicator* group_ = nullptr;  // the shard group: world, or intra under hybrid_shard
+  int world_size_ = 1;
+  cudaStream_t stream_ = nullptr;       // compute
+  cudaStream_t comm_stream_ = nullptr;  // communication (world > 1)
+  cudaStream_t cur_ = nullptr;          // where collective work goes now: one of the two
+  cudaEvent_t to_comm_ = nullptr, to_compute_ = nullptr;
+  uint64_t phases_ = 0,
+           joined_ = 0;  // comm phases begun; the last one the compute stream waited for
+  size_t n_ = 0;
+  UnitShards parts_;
+  GradBuckets buckets_;  // no_shard's all-reduces
+  size_t local_total_ = 0, max_padded_ = 0;
+
+  // Device buffers (null where the strategy has none).
+  float *full_params_ = nullptr, *full_grads_ = nullptr;
+  float *shard_params_ = nullptr, *shard_grads_ = nullptr;
+  float *exp_avg_ = nullptr, *exp_avg_sq_ = nullptr;    // update_size() floats
+  uint8_t* decay_mask_ = nullptr;                       // update_size() bytes
+  float* reduced_ = nullptr;                            // a unit's reduce-scatter output
+  double *norm_scratch_ = nullptr, *sum_sq_ = nullptr;  // GradSumSquares' scratch and result
+  float* spare_ = nullptr;  // handed out when the pool cannot grow (the failure is kept)
+  // Compression: int8's residuals (reduce-scatter: each unit's padded size at local·g; the
+  // all-reduces: no_shard's per bucket at its flat offset, hybrid_shard's over the shards), the
+  // encoded blocks of a reduce-scatter (g slots of stride_ bytes, 4-byte aligned), the two-stage
+  // all-reduce's buffers.
+  WireCodec codec_ = WireCodec::kNone;
+  CudaCompression compression_;
+  std::unique_ptr<DevicePowerSgd> powersgd_;
+  int64_t optimizer_step_ = 0;
+  bool PowerSgdNow() const {
+    return powersgd_ != nullptr && optimizer_step_ >= compression_.powersgd_start_step;
+  }
+  // PowerSGD's all-reduce of data (its `total` floats) over `comm`, timed and counted.
+  absl::Status PowerSgdAllReduce(Communicator& comm, float* data, size_t total);
+  float *residual_rs_ = nullptr, *residual_ag_ = nullptr;
+  uint8_t *send_ = nullptr, *recv_ = nullptr;
+  size_t stride_ = 0;
+  std::unique_ptr<DeviceTwoStageScratch> two_stage_;
+  void* small_ = nullptr;  // staging for host values
+  size_t small_bytes_ = 0;
+  size_t persistent_bytes_ = 0;
+
+  // Free pooled buffers, each with the comm phase that last used it (0: none since a join).
+  std::vector<std::pair<float*, uint64_t>> pool_;
+  std::vector<float*> all_pooled_;
+  std::vector<float*> gathered_, unit_grads_;  // per unit: pooled buffers in use
+  // Prefetch (full_shard, hybrid_shard): a unit gathered ahead on the communication stream, and
+  // the event its gather recorded there, which the compute stream waits for.
+  std::vector<bool> prefetched_;
+  std::vector<cudaEvent_t> ready_;
+  std::vector<std::shared_ptr<Work>> pending_;
+  GpuIntervals comm_time_;             // around each timed collective, on its stream
+  std::vector<bool> comm_on_compute_;  // per comm_time_ interval: it ran on the compute stream
+  GpuIntervals exposed_;               // on the compute stream, counted whole as exposed
+  std::optional<size_t> join_wait_;    // exposed_'s interval of the last join's wait, if any
+  std::optional<double> last_join_lag_seconds_;
+  double last_comm_seconds_ = 0, comm_seconds_total_ = 0;
+  double last_exposed_seconds_ = 0, exposed_seconds_total_ = 0;
+  bool training_ = false, last_micro_ = true, backward_ = false;
+  CommTotals comm_;
+  mutable std::mutex mu_;
+  absl::Status failure_;
+};
+
+}  // namespace ringmaster::trainer::cuda

@@ -1,0 +1,245 @@
+// The data-parallel engine: FSDP-style sharding of parameters, gradients and AdamW state over a
+// communicator, with optional gradient compression on the wire. Backend-independent: it talks
+// only to the Communicator interface (Gloo on CPU today), so the same code runs every strategy
+// at any world size, including 1.
+//
+// Strategies (the job spec's `distributed.sharding`):
+//   no_shard       DDP: full parameters, gradients and optimizer state on every rank; after the
+//                  last micro-batch of a step each unit's gradients are all-reduced as soon as
+//                  backward has finished with them, overlapping the rest of backward. With
+//                  `bucket_cap_bytes` consecutive units are reduced together, one all-reduce per
+//                  bucket once backward has finished its last unit (grad_buckets.h).
+//   shard_grad_op  ZeRO-2: full parameters; each unit's gradients are reduce-scattered to their
+//                  owner; AdamW state and the update exist only for the local shard; the updated
+//                  shards are all-gathered back into the full parameters.
+//   full_shard     ZeRO-3: only the local shard of every unit is kept. A unit is all-gathered
+//                  just before use (the next one is prefetched while this one computes) and
+//                  freed after; its gradients are reduce-scattered after every micro-batch.
+//   hybrid_shard   full_shard inside a node (intra-node communicator), replicas across nodes:
+//                  the shard gradients are all-reduced across nodes (inter-node communicator).
+//
+// Units are the layout's units (embeddings, each encoder layer, the head). Each unit is padded
+// to a multiple of the shard-group size and cut into equal contiguous shards: rank r of the
+// group owns elements [r·s, (r+1)·s) of every unit.
+//
+// Compression (the job spec's `distributed.compression`) acts on gradient reductions:
+//   fp16 / bf16 / int8  every reduce-scatter becomes an all-to-all of encoded blocks, decoded and
+//                  summed by the owner; an all-reduce is that plus an all-gather of the encoded
+//                  sums. int8 uses error feedback: each sender keeps the quantisation error of
+//                  what it sent and adds it to the next step's gradients (a residual the size of
+//                  the unit for the reduce-scatter stage, the size of its shard for the second).
+//   powersgd       rank-r PowerSGD with error feedback on the replicated dimension: the whole
+//                  gradient under no_shard, the cross-node all-reduce under hybrid_shard.
+//                  Other strategies reject it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "jobspec/job_settings.h"
+#include "trainer/comm/comm_queue.h"
+#include "trainer/comm/communicator.h"
+#include "trainer/model/bert_model.h"
+#include "trainer/model/bert_params.h"
+#include "trainer/optim/adamw.h"
+#include "trainer/parallel/compression.h"
+#include "trainer/parallel/grad_buckets.h"
+#include "trainer/parallel/unit_shards.h"
+#include "trainer/train/sharded_checkpoint.h"
+
+namespace ringmaster::trainer {
+
+// The job's distributed.sharding (jobspec/job_settings.h, which owns the names).
+using jobspec::Compression;
+using jobspec::Sharding;
+inline std::string_view ShardingName(Sharding s) { return jobspec::SettingName(s); }
+
+struct DataParallelOptions {
+  Sharding sharding = Sharding::kNoShard;
+  WireCodec codec = WireCodec::kNone;  // casts / int8 on gradient reductions
+  bool powersgd = false;
+  int powersgd_rank = 4;
+  // Optimizer steps all-reduced exactly before PowerSGD takes over (as PyTorch's
+  // start_powerSGD_iter: early gradients change too fast for a warm-started low-rank basis).
+  int64_t powersgd_start_step = 0;
+  // All-reduces of replicated gradients (no_shard; hybrid_shard across nodes) skip 256-value
+  // blocks that are zero on every rank (lossless; see TwoStageAllReduce), for every codec. An
+  // uncompressed all-reduce found dense uses the backend's all-reduce. Every rank must agree.
+  bool skip_zero_blocks = true;
+  // no_shard: bytes of gradients per all-reduce bucket (grad_buckets.h); 0 = one per unit.
+  size_t bucket_cap_bytes = 0;
+  AdamWOptions adam;
+  uint64_t seed = 0;  // PowerSGD's initial Q
+};
+
+// The job's distributed.compression as options: a wire codec, or PowerSGD with factors of rank
+// `powersgd_rank`; auto leaves the codec none, for the trainer to decide once the ranks can
+// measure their links. The one place the job-level setting maps to a WireCodec.
+void SetCompression(Compression compression, int powersgd_rank, DataParallelOptions* options);
+
+// The matrices PowerSGD compresses: every 2-D parameter of the layout (flat offsets), or with
+// `shards` (hybrid_shard: PowerSGD across nodes on the shard gradients) the whole rows of each
+// that lie in this rank's shard of its unit (offsets in the local buffer). Shared with the CUDA
+// engine (trainer/cuda/parallel/cuda_data_parallel.h).
+std::vector<MatrixRange> PowerSgdMatricesFor(const ParamLayout& layout, const UnitShards* shards);
+
+// The communicators the engine runs on. `world` spans every rank. For hybrid_shard, `intra` is
+// this node's ranks (the shard group) and `inter` the ranks with this rank's local index on
+// every node; both null otherwise.
+struct DataParallelComms {
+  Communicator* world = nullptr;
+  Communicator* intra = nullptr;
+  Communicator* inter = nullptr;
+};
+
+// Bytes sent by this rank per operation kind: what the data would take in fp32 ("raw") and what
+// went on the wire.
+struct CommCounters {
+  std::atomic<uint64_t> gather_bytes{0};
+  std::atomic<uint64_t> reduce_raw_bytes{0}, reduce_wire_bytes{0};
+};
+
+struct MemoryStats {
+  size_t persistent_bytes = 0;  // parameters + gradients + AdamW state (+ residuals) held always
+  size_t peak_transient_bytes = 0;  // gathered units + unit gradients + comm scratch, peak
+};
+
+class DataParallel : public UnitAccess<float> {
+ public:
+  // `initial` holds the full parameters (layout.total), identical on every rank.
+  static absl::StatusOr<std::unique_ptr<DataParallel>> Create(const ParamLayout& layout,
+                                                              const DataParallelOptions& options,
+                                                              const DataParallelComms& comms,
+                                                              const float* initial);
+  ~DataParallel() override;
+
+  // Step protocol: BeginStep, then for each micro-batch BeginMicroBatch(last) and the model's
+  // Forward + Backward over this access (or RunEmptyMicroBatch for a rank with no samples in
+  // that micro-batch), then FinishStep.
+  void BeginStep();
+  void BeginMicroBatch(bool last_of_step, bool training);
+  void BeginBackward() { backward_ = true; }
+  // Drives the same collectives as a Forward + Backward with zero gradients.
+  void RunEmptyMicroBatch(int num_units);
+  // Drives the same collectives as a Forward (evaluation on a rank without rows left).
+  void RunEmptyForward(int num_units);
+
+  struct StepResult {
+    double loss = 0;       // global mean loss of the step (sum of the ranks' weighted parts)
+    double grad_norm = 0;  // global L2 norm before clipping
+    double flag_sum = 0;   // sum over ranks of `flag` (e.g. how many ranks were asked to stop)
+  };
+  // Finishes the reductions, then clipping, AdamW with `lr`, and parameter publication.
+  // `local_loss` is this rank's Σ loss·weight.
+  absl::StatusOr<StepResult> FinishStep(double local_loss, double lr, double max_grad_norm,
+                                        float flag = 0);
+
+  // First communication failure so far (model code cannot return a Status mid-pass).
+  absl::Status status() const;
+
+  // Sum over all ranks of `values` (small vectors: metrics, eval counts).
+  absl::Status AllReduceWorld(std::vector<float>* values);
+  absl::Status Barrier();
+
+  // The full parameters, gathered (collective).
+  absl::Status GatherFullParams(std::vector<float>* out);
+
+  // Checkpoint pieces: the ranges this rank writes (together they tile the layout exactly) and
+  // their parameters and AdamW moments, compacted.
+  ShardRanges SaveRanges() const;
+  void CopyForSave(std::vector<float>* params, std::vector<float>* exp_avg,
+                   std::vector<float>* exp_avg_sq) const;
+  // What this rank holds (to read from a checkpoint written at any world size), and loading it.
+  ShardRanges LoadRanges() const;
+  absl::Status LoadFrom(const LoadedShard& shard, int64_t optimizer_step);
+  int64_t optimizer_step() const { return opt_->step(); }
+
+  MemoryStats memory() const;
+  const CommCounters& counters() const { return counters_; }
+  const DataParallelOptions& options() const { return options_; }
+
+  // UnitAccess.
+  const float* AcquireParams(int unit) override;
+  void ReleaseParams(int unit) override;
+  float* AcquireGrads(int unit) override;
+  void GradsDone(int unit) override;
+
+ private:
+  using Unit = UnitShard;
+
+  DataParallel(const ParamLayout& layout, const DataParallelOptions& options,
+               const DataParallelComms& comms);
+  bool sharded_params() const;  // full_shard / hybrid_shard
+  bool PowerSgdNow() const;     // PowerSGD configured and past its start step
+  bool full_params() const { return !sharded_params(); }
+  void Fail(const absl::Status& s);
+  absl::Status GatherShards(std::vector<float>* out);  // full params from the shards
+  void IssueGather(int unit);
+  void WaitGather(int unit);
+  // Reduce-scatters `padded` (shard·group floats of unit `unit`) into the unit's shard of
+  // shard_grads_ (accumulating), with the configured codec.
+  absl::Status ReduceScatterUnit(int unit, const float* padded);
+  // Sum-all-reduce of data[0..n) over `comm` with the configured codec; residuals and
+  // zero-block skipping state by key (-1 = hybrid_shard's cross-node all-reduce, 0..U-1 =
+  // no_shard's buckets by their launching (lowest) unit, U.. = PowerSGD's all-reduces). Counts
+  // raw and wire bytes.
+  absl::Status CompressedAllReduce(Communicator* comm, float* data, size_t n, int key);
+  // The same with `codec`, counting wire bytes only.
+  absl::Status ReplicatedAllReduce(Communicator* comm, WireCodec codec, float* data, size_t n,
+                                   int key);
+  // PowerSGD over `comm` on grads (PowerSgd::raw_floats()), its all-reduces skipping zero blocks.
+  absl::Status PowerSgdAllReduce(Communicator* comm, float* grads);
+  void Track(ptrdiff_t delta);
+
+  ParamLayout layout_;
+  DataParallelOptions options_;
+  DataParallelComms comms_;
+  Communicator* group_ = nullptr;  // the shard group: world, or intra for hybrid
+  int group_rank_ = 0, group_size_ = 1;
+  std::vector<Unit> units_;
+  size_t local_total_ = 0;
+  GradBuckets buckets_;  // no_shard's all-reduces
+
+  // Persistent state.
+  std::vector<float> full_params_, full_grads_;    // no_shard, shard_grad_op
+  std::vector<float> shard_params_, shard_grads_;  // every strategy but no_shard
+  std::unique_ptr<AdamW> opt_;
+  std::vector<std::vector<float>> residual_rs_;  // int8 error feedback, per unit (padded)
+  std::vector<std::vector<float>> residual_ag_;  // int8 error feedback of all-reduces, per key
+  std::unique_ptr<PowerSgd> powersgd_;
+
+  // Per-unit transient state (full_shard / hybrid_shard).
+  std::vector<std::vector<float>> gathered_;
+  std::vector<std::shared_ptr<Work>> gather_work_;
+  std::vector<std::vector<float>> unit_grads_;
+  std::vector<std::shared_ptr<Work>> reduce_work_;
+  std::vector<float> padded_scratch_;  // shard_grad_op: a unit's gradients, padded
+  TwoStageScratch allreduce_scratch_;  // CompressedAllReduce's buffers (communication thread)
+  // Zero-block skipping, per all-reduce key: whether the last probe found the key's gradient
+  // sparse, and calls since it (communication thread).
+  struct SkipProbe {
+    bool sparse = true;  // probe on the first call
+    int dense_calls = 0;
+  };
+  static constexpr int kReprobeCalls = 64;
+  static constexpr int kPowerSgdCalls = 3;  // PowerSgd::AllReduce's all-reduces per call
+  std::vector<SkipProbe> skip_probe_;
+
+  bool training_ = false, last_micro_ = true, backward_ = false;
+  std::atomic<int64_t> transient_bytes_{0};
+  std::atomic<int64_t> peak_transient_bytes_{0};
+  CommCounters counters_;
+  mutable std::mutex mu_;
+  absl::Status failure_;  // guarded by mu_
+  CommQueue queue_;       // last: its worker stops before the buffers above go away
+};
+
+}  // namespace ringmaster::trainer
