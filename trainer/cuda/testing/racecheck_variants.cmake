@@ -1,15 +1,15 @@
 # Race-checked variants of the engine's gpu tests (issue #35 item 2; docs/cuda.md, detectors
-# `race` and `global-race`): the CUDA engine rebuilt against the kernels built with the racecheck
-# instrumentation, and tests that run small-shape filters of the engine's test binaries on it
-# under the random schedule, so a kernel race that only the engine's shapes reach (a
-# non-atomic accumulation across blocks into one scratch row of kernels/bias_grad.cu, say) is reported.
+# `race` and `global-race`): the CUDA engine's objects (compiled once) linked against the kernels
+# built with the racecheck instrumentation, and tests that run small-shape filters of the
+# engine's test binaries on it under the random schedule, so a kernel race that only the engine's
+# shapes reach (a non-atomic accumulation across blocks into one scratch row of
+# kernels/bias_grad.cu, say) is reported.
 # Filters keep each to seconds (byte shadows per access: keep shapes small).
-get_target_property(ringmaster_cuda_engine_sources ringmaster_cuda_engine SOURCES)
-add_library(ringmaster_cuda_engine_racecheck STATIC ${ringmaster_cuda_engine_sources})
+add_library(ringmaster_cuda_engine_racecheck STATIC
+  $<TARGET_OBJECTS:ringmaster_cuda_engine_objects>)
 target_include_directories(ringmaster_cuda_engine_racecheck PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(ringmaster_cuda_engine_racecheck PUBLIC ringmaster_cuda_kernels_racecheck
-  ringmaster_cuda_wire_codec ringmaster_trainer_lib ${ringmaster_cublaslt} absl::flat_hash_map
-  absl::str_format)
+  ${ringmaster_cuda_engine_deps})
 
 # Each binary built once more against it, run whole where that takes seconds (gemm 1.1 s,
 # bert_cuda 2.2 s, powersgd 3.2 s on the shared 2-core machine), otherwise filtered.
