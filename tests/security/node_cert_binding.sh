@@ -43,14 +43,14 @@ agent_with node-a node-a
 agent_with node-b node-a
 agent_with node-c rack
 agent_with node-d rack
-wait_until 30 "node-a and node-c to be Ready" ready_nodes 2 || fail "node-a and node-c not Ready"
+wait_until 60 "node-a and node-c to be Ready" ready_nodes 2 || fail "node-a and node-c not Ready"
 refused() {
   grep -q "node name '$1' is not named by the client certificate (CN and subjectAltNames $2)" \
     "$work/$1.log"
 }
-wait_until 30 "node-b's refusal" refused node-b "'node-a'" ||
+wait_until 60 "node-b's refusal" refused node-b "'node-a'" ||
   fail "node-b with node-a's certificate was not refused naming both: $(tail -n 3 "$work/node-b.log")"
-wait_until 30 "node-d's refusal" refused node-d "'rack1-agents'" ||
+wait_until 60 "node-d's refusal" refused node-d "'rack1-agents'" ||
   fail "node-d with the rack certificate was not refused: $(tail -n 3 "$work/node-d.log")"
 nodes=$("$CP_CLI" nodes)
 echo "$nodes"
