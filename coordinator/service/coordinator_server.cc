@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddListeningPort(listen_address, security.credentials, &s->port_);
   builder.RegisterService(&s->coordinator_service_);
   builder.RegisterService(&s->agent_service_);
-  builder.SetMaxReceiveMessageSize(4 << 20);  // a 1 MiB job spec, with room
+  builder.SetMaxReceiveMessageSize(4 << 20);  // a 256 KiB job spec, with room
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     s->server_.reset();
