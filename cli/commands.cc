@@ -8,6 +8,7 @@
 #include "cli/job_format.h"
 #include "common/file_util.h"
 #include "common/log_escape.h"
+#include "jobspec/job_spec.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -37,7 +38,8 @@ std::string RandomRequestId() {
 
 absl::StatusOr<std::string> SubmitJobFile(CoordinatorClient& client, const std::string& path,
                                           const std::string& yaml_override, CliIo& io) {
-  absl::StatusOr<std::string> text = ReadFile(path, size_t{1} << 20);
+  // The coordinator's limit, said here before anything is sent (jobspec/job_spec.h).
+  absl::StatusOr<std::string> text = trainer::ReadJobFile(path);
   if (!text.ok()) return text.status();
   std::error_code ec;
   const std::filesystem::path abs = std::filesystem::absolute(path, ec);

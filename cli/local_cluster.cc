@@ -211,7 +211,7 @@ int RunLocal(const LocalOptions& o, CliIo& io) {
       return 2;
     }
   }
-  absl::StatusOr<std::string> text = ReadFile(o.job_path, size_t{1} << 20);
+  absl::StatusOr<std::string> text = trainer::ReadJobFile(o.job_path);
   if (!text.ok()) {
     Say(io, std::string(text.status().message()));
     return 2;

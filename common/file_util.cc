@@ -81,7 +81,10 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path) {
 absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   absl::StatusOr<int> opened = OpenRegularFile(path);
   if (!opened.ok()) return opened.status();
-  const int fd = *opened;
+  return ReadOpenedFile(*opened, path, max_bytes);
+}
+
+absl::StatusOr<std::string> ReadOpenedFile(int fd, const std::string& path, size_t max_bytes) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     absl::Status s = ErrnoError("cannot stat", path);

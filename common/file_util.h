@@ -18,6 +18,10 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path);
 // refused.
 absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes = size_t{1} << 32);
 
+// ReadFile's reading part, for a descriptor the caller opened (and this call closes); `path`
+// names it in errors.
+absl::StatusOr<std::string> ReadOpenedFile(int fd, const std::string& path, size_t max_bytes);
+
 // Writes `data` to `path` so that a crash leaves either the old file or the new one:
 // writes `path.tmp.<pid>`, fsyncs it, renames it over `path`, fsyncs the directory. An existing
 // `path` that is a device, FIFO, socket or directory is refused (CheckReplaceableByRename): for

@@ -86,9 +86,10 @@ absl::StatusOr<std::vector<std::string>> ComponentsBeneath(const std::string& ro
 }
 
 absl::Status LinkRefused(const std::string& root, const std::string& path) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("'", EscapeControlCharacters(path), "' passes through a symbolic link below ",
-                   root, "; writes there do not follow links (remove the link)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", EscapeControlCharacters(path), "' passes through a symbolic link below ", root,
+      "; files there are read and written without following links (remove "
+      "the link)"));
 }
 
 // Is the entry `name` in `dirfd` a symbolic link (not following it)?

@@ -63,6 +63,8 @@ struct Flags {
   bool metrics_insecure_public = false;  // allows a non-loopback metrics_listen
   ringmaster::security::TlsOptions tls;
   bool insecure_loopback = false;
+  bool bind_node_names = false;  // --bind-node-names-to-certs
+  std::string node_cert_map;     // --node-cert-map FILE
   std::string join_token_file;
   std::string submit_token_file;
   double register_rate = 5;  // per peer host and second (burst 10x); 0: no limit
@@ -110,6 +112,12 @@ int ParseFlags(int argc, char** argv, Flags* f) {
   fs.Value("--tls-key", "FILE", &f->tls.key_file, "none", "its private key");
   fs.Value("--tls-client-ca", "FILE", &f->tls.ca_file, "none (no client certificates)",
            "requires client certificates chaining to this CA (mutual TLS)");
+  fs.Switch("--bind-node-names-to-certs", &f->bind_node_names,
+            "with --tls-client-ca: an agent registers only under a node name its client\n"
+            "certificate carries (subject CN or subjectAltName); PERMISSION_DENIED otherwise");
+  fs.Value("--node-cert-map", "FILE", &f->node_cert_map, "none",
+           "'NODE_NAME CERT_NAME' lines: certificates naming CERT_NAME may also register\n"
+           "NODE_NAME (implies --bind-node-names-to-certs)");
   fs.Switch("--insecure-loopback", &f->insecure_loopback,
             "plaintext instead of TLS; only with a loopback --listen");
   fs.Switch("--metrics-insecure-public", &f->metrics_insecure_public,
@@ -153,6 +161,11 @@ int ParseFlags(int argc, char** argv, Flags* f) {
     return 2;
   }
   if (f->listen.empty() || f->db.empty()) return usage_error("--listen and --db are required");
+  if ((f->bind_node_names || !f->node_cert_map.empty()) && f->tls.ca_file.empty()) {
+    return usage_error(
+        "--bind-node-names-to-certs and --node-cert-map need mutual TLS (--tls-client-ca): "
+        "without client certificates there is no name to bind");
+  }
   if (f->lost_after <= absl::ZeroDuration() || f->join_timeout <= absl::ZeroDuration() ||
       f->stall_after <= absl::ZeroDuration()) {
     std::fprintf(stderr,
@@ -230,12 +243,24 @@ int main(int argc, char** argv) {
   const std::string transport =
       absl::StrCat(sec::DescribeServerTransport(flags.tls, flags.insecure_loopback),
                    ", join token ", join_token->has_value() ? "required" : "off", ", submit token ",
-                   submit_token->has_value() ? "required" : "off");
+                   submit_token->has_value() ? "required" : "off",
+                   flags.bind_node_names || !flags.node_cert_map.empty()
+                       ? ", node names bound to client certificates"
+                       : "");
   rc::ServerSecurity security{*std::move(credentials),
                               sec::TokenPolicy(*std::move(join_token), *std::move(submit_token))};
   security.limits.register_per_second = flags.register_rate;
   security.limits.register_burst = 10 * flags.register_rate;
   security.limits.streams_per_peer = flags.max_streams_per_peer;
+  if (!flags.node_cert_map.empty()) {
+    absl::StatusOr<rc::NodeCertBinding> map = rc::LoadNodeCertMap(flags.node_cert_map);
+    if (!map.ok()) {
+      LogError(absl::StrCat("--node-cert-map: ", map.status().message()));
+      return 2;
+    }
+    security.node_certs = *std::move(map);
+  }
+  security.node_certs.enabled = flags.bind_node_names || !flags.node_cert_map.empty();
 
   rc::RealClock clock;
   absl::StatusOr<std::unique_ptr<rc::JobDb>> db = rc::JobDb::Open(flags.db, clock);

@@ -1,5 +1,8 @@
 #include "jobspec/job_spec.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -41,9 +44,6 @@ using job_spec_internal::Marks;
 using job_spec_internal::Validate;
 using job_spec_internal::ValidMark;
 using job_spec_internal::ValidName;
-
-// A job file is a page of text; anything far larger is a wrong path, not a job.
-constexpr size_t kMaxJobFileBytes = size_t{1} << 20;
 
 std::string JoinPath(absl::string_view parent, absl::string_view key) {
   return parent.empty() ? std::string(key) : absl::StrCat(parent, ".", key);
@@ -668,8 +668,27 @@ std::vector<std::string> JobSpecKnownKeys() {
   return {asked.begin(), asked.end()};
 }
 
+absl::Status JobFileTooLarge(std::string_view name, size_t bytes) {
+  return absl::InvalidArgumentError(absl::StrCat(std::string(name), ": ", bytes,
+                                                 " bytes; a job file may have at most ",
+                                                 kMaxJobFileBytes, " bytes (256 KiB)"));
+}
+
+absl::StatusOr<std::string> ReadJobFile(const std::string& path) {
+  // The size is checked on the opened file first, so that the refusal says how large it is.
+  RM_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
+  struct stat st {};
+  const bool stated = ::fstat(fd, &st) == 0;
+  ::close(fd);
+  if (stated && static_cast<size_t>(st.st_size) > kMaxJobFileBytes) {
+    return JobFileTooLarge(path, static_cast<size_t>(st.st_size));
+  }
+  // A file that grew since is still refused by ReadFile's own limit.
+  return ReadFile(path, kMaxJobFileBytes);
+}
+
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
-  RM_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxJobFileBytes));
+  RM_ASSIGN_OR_RETURN(std::string text, ReadJobFile(path));
   std::error_code ec;
   std::filesystem::path abs = std::filesystem::absolute(path, ec);
   if (ec) {

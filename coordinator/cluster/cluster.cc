@@ -426,26 +426,45 @@ void Cluster::Schedule() {
   });
   if (gathering) OfferFreeNodes();
   if (!gathering) free_nodes_ = 0;
-  ++version_;
+  PublishWatched();
 }
 
 // ---- Watching
 
-uint64_t Cluster::version() {
-  absl::MutexLock lock(&mu_);
-  return version_;
+void Cluster::PublishWatched() {
+  for (auto it = watches_.begin(); it != watches_.end();) {
+    std::shared_ptr<JobWatch> watch = it->second.lock();
+    JobManager* job = watch ? FindJob(it->first) : nullptr;
+    if (job == nullptr) {
+      watches_.erase(it++);
+      continue;
+    }
+    watch->Publish(StatusOf(*job));
+    ++it;
+  }
 }
 
-void Cluster::WaitForChange(uint64_t seen, absl::Duration timeout) {
+absl::StatusOr<std::shared_ptr<JobWatch>> Cluster::Watch(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
-  auto changed = [this, seen]()
-                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return version_ != seen || shutdown_; };
-  mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+  JobManager* job = FindJob(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job ", job_id));
+  std::weak_ptr<JobWatch>& slot = watches_[job_id];
+  std::shared_ptr<JobWatch> watch = slot.lock();
+  if (watch == nullptr) {
+    watch = std::make_shared<JobWatch>();
+    slot = watch;
+  }
+  watch->Publish(StatusOf(*job));
+  if (shutdown_) watch->Close();
+  return watch;
 }
 
 void Cluster::Shutdown() {
   absl::MutexLock lock(&mu_);
   shutdown_ = true;
+  for (auto& [id, weak] : watches_) {
+    if (std::shared_ptr<JobWatch> watch = weak.lock()) watch->Close();
+  }
 }
 
 bool Cluster::shutting_down() {

@@ -19,8 +19,8 @@
 // restored by JobManager::Restore and nodes are known by id but lost until their agent sends a
 // heartbeat (or registers) again.
 //
-// Thread-safe: one mutex serialises every event; WaitForChange lets WatchJob handlers block
-// until something changed.
+// Thread-safe: one mutex serialises every event. WatchJob handlers wait on their job's own
+// change signal (Watch, job_watch.h), published after every event while the job is watched.
 #pragma once
 
 #include <atomic>
@@ -42,6 +42,7 @@
 #include "absl/time/time.h"
 #include "coordinator/cluster/agent_outbox.h"
 #include "coordinator/cluster/job_manager.h"
+#include "coordinator/cluster/job_watch.h"
 #include "coordinator/state/clock.h"
 #include "coordinator/state/job_db.h"
 #include "ringmaster/v1/agent.pb.h"
@@ -134,11 +135,11 @@ class Cluster {
   void Tick();
 
   // ---- Watching
-  // A counter that grows whenever an event may have changed a job.
-  uint64_t version();
-  // Returns once version() differs from `seen`, `timeout` (real time) passed, or Shutdown().
-  void WaitForChange(uint64_t seen, absl::Duration timeout);
-  // Wakes every waiter for good (server shutdown).
+  // The change signal of job `job_id` (NotFound for an unknown job), holding its status now.
+  // Every watcher of a job shares one; after each event the cluster publishes the status of
+  // every job someone still holds a signal of, which wakes its watchers only when it changed.
+  absl::StatusOr<std::shared_ptr<JobWatch>> Watch(const std::string& job_id);
+  // Closes every job's signal for good (server shutdown).
   void Shutdown();
   bool shutting_down();
 
@@ -186,8 +187,11 @@ class Cluster {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopStaleRanks(Node& node, const v1::RankProgress& report, const JobManager& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Offers free, live nodes to jobs in rendezvous; bumps the version.
+  // Offers free, live nodes to jobs in rendezvous, then publishes the watched jobs' status
+  // (PublishWatched).
   void Schedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes each watched job's status to its JobWatch; drops signals no one holds any more.
+  void PublishWatched() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Schedule's first part: free, live, connected nodes to jobs in rendezvous, oldest job first.
   void OfferFreeNodes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewNodeId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -206,7 +210,8 @@ class Cluster {
   std::vector<std::unique_ptr<JobManager>> jobs_ ABSL_GUARDED_BY(mu_);               // oldest first
   absl::flat_hash_map<std::string, size_t> job_index_ ABSL_GUARDED_BY(mu_);
   uint64_t next_node_number_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  // Change signals of watched jobs, by job id; an expired one is dropped at the next event.
+  absl::flat_hash_map<std::string, std::weak_ptr<JobWatch>> watches_ ABSL_GUARDED_BY(mu_);
   // Free, live, connected nodes no job took at the last OfferFreeNodes (jobs short of MIN).
   size_t free_nodes_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

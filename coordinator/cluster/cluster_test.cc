@@ -795,5 +795,60 @@ TEST_F(ClusterTest, ListNodesPagesThroughEveryNode) {
   EXPECT_EQ(cluster_->ListNodes(all).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(ClusterTest, AWatchedJobSignalsOnlyItsOwnChanges) {
+  // Issue #31: every WatchJob woke at every event of the cluster (any job, any heartbeat) and
+  // every 250 ms besides. A job's signal now changes only when its own status did.
+  const std::string a = Connect("a", "10.0.0.1");
+  const std::string job = Submit("1");
+  ASSERT_EQ(Job(job).phase(), v1::JOB_PHASE_RUNNING);
+  Drain(*outboxes_[a]);
+  absl::StatusOr<std::shared_ptr<JobWatch>> watch = cluster_->Watch(job);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  const JobWatch::Snapshot before = (*watch)->Current();
+  EXPECT_EQ(before.status.phase(), v1::JOB_PHASE_RUNNING);
+  EXPECT_EQ(cluster_->Watch("job-nope").status().code(), absl::StatusCode::kNotFound);
+
+  // Unrelated events: heartbeats of the job's node without news, another node, another job
+  // submitted and cancelled, ticks.
+  for (int i = 0; i < 20; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat(a);
+    cluster_->Tick();
+  }
+  const std::string b = Connect("b", "10.0.0.2");
+  const std::string other = Submit("2");
+  Heartbeat(b);
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(other);
+  ASSERT_TRUE(cluster_->CancelJob(cancel).ok());
+  EXPECT_EQ((*watch)->Current().version, before.version) << "woken by another job's events";
+  // A wait that nothing ends returns at its timeout with the same version, as no wakeup.
+  EXPECT_EQ((*watch)->WaitForChange(before.version, absl::ZeroDuration()).version, before.version);
+  EXPECT_EQ((*watch)->wakeups(), 0u);
+
+  // Its own change wakes a waiter that would otherwise wait forever.
+  JobWatch::Snapshot woken;
+  std::thread waiter(
+      [&] { woken = (*watch)->WaitForChange(before.version, absl::InfiniteDuration()); });
+  v1::RankProgress progress = Rank(job, 0, 0, v1::RANK_PROCESS_STATE_RUNNING);
+  progress.set_step(3);
+  progress.set_total_steps(10);
+  Heartbeat(a, {progress});
+  waiter.join();
+  EXPECT_EQ(woken.version, before.version + 1);
+  EXPECT_EQ(woken.status.step(), 3);
+  EXPECT_EQ((*watch)->wakeups(), 1u);
+  // The same report again changes nothing.
+  Heartbeat(a, {progress});
+  EXPECT_EQ((*watch)->Current().version, before.version + 1);
+
+  // A second watcher shares the signal; shutting down closes it.
+  absl::StatusOr<std::shared_ptr<JobWatch>> again = cluster_->Watch(job);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), watch->get());
+  cluster_->Shutdown();
+  EXPECT_TRUE((*watch)->WaitForChange(before.version + 1, absl::InfiniteDuration()).closed);
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator

@@ -12,8 +12,7 @@ absl::StatusOr<JobRequirements> ParseJobRequirements(std::string_view yaml, std:
                                                      const RendezvousOptions& windows) {
   const std::string_view name = source.empty() ? std::string_view("job.yaml") : source;
   if (yaml.size() > kMaxJobYamlBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        ToAbsl(name), ": ", yaml.size(), " bytes; a job spec may have at most ", kMaxJobYamlBytes));
+    return trainer::JobFileTooLarge(name, yaml.size());
   }
   if (base_dir.empty() || base_dir.front() != '/') {
     return absl::InvalidArgumentError(

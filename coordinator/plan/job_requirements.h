@@ -15,9 +15,9 @@
 
 namespace ringmaster::coordinator {
 
-// A job file the coordinator accepts (and stores) is at most 256 KiB: a real one is a few KiB;
-// at 1 MiB, 20 submissions grew the coordinator by 13.8 MB (issue #31).
-inline constexpr size_t kMaxJobYamlBytes = size_t{256} << 10;
+// A job file the coordinator accepts (and stores) is at most 256 KiB: the one limit that the
+// trainer, `ringmaster local` and `ringmaster submit` apply too (jobspec/job_spec.h).
+inline constexpr size_t kMaxJobYamlBytes = trainer::kMaxJobFileBytes;
 
 struct JobRequirements {
   trainer::JobSpec spec;

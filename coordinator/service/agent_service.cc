@@ -20,7 +20,12 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext* context,
     return auth;
   }
   if (grpc::Status rate = CheckRegisterRate(*context); !rate.ok()) return rate;
-  absl::StatusOr<v1::RegisterResponse> r = cluster_.Register(*request);
+  // Issue #31: with node names bound to certificates, the name must be the certificate's own.
+  const absl::Status bound = CheckNodeCertificate(
+      node_certs_, request->inventory().node_name(),
+      node_certs_.enabled ? PeerCertificateNames(*context) : std::vector<std::string>{});
+  absl::StatusOr<v1::RegisterResponse> r =
+      bound.ok() ? cluster_.Register(*request) : absl::StatusOr<v1::RegisterResponse>(bound);
   if (!r.ok()) {
     if (absl::IsPermissionDenied(r.status()) || absl::IsInvalidArgument(r.status())) {
       // Refused registrations come from callers that hold the join token: counted, and logged

@@ -6,10 +6,13 @@
 // With CallLimits (call_limits.h): Register is rate-limited per peer host, a peer may have only so
 // many Heartbeat streams waiting for their first message, and one that sends none within the
 // deadline is cancelled (RESOURCE_EXHAUSTED / CANCELLED).
+// With a NodeCertBinding that is enabled (node_cert_binding.h), Register takes a node name only
+// from a client certificate that names it (PERMISSION_DENIED otherwise).
 #pragma once
 
 #include "coordinator/cluster/cluster.h"
 #include "coordinator/service/call_limits.h"
+#include "coordinator/service/node_cert_binding.h"
 #include "ringmaster/v1/agent.grpc.pb.h"
 #include "security/call_auth.h"
 
@@ -21,8 +24,12 @@ class AgentServiceImpl final : public v1::AgentService::Service {
   explicit AgentServiceImpl(Cluster& cluster,
                             const security::TokenPolicy& tokens = security::OpenPolicy(),
                             security::Refusals& refusals = security::ProcessRefusals(),
-                            CallLimits* limits = nullptr)
-      : cluster_(cluster), tokens_(tokens), refusals_(refusals), limits_(limits) {}
+                            CallLimits* limits = nullptr, NodeCertBinding node_certs = {})
+      : cluster_(cluster),
+        tokens_(tokens),
+        refusals_(refusals),
+        limits_(limits),
+        node_certs_(std::move(node_certs)) {}
 
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::RegisterResponse* response) override;
@@ -35,6 +42,7 @@ class AgentServiceImpl final : public v1::AgentService::Service {
   const security::TokenPolicy& tokens_;
   security::Refusals& refusals_;  // refused calls: counted, and warned about within limits
   CallLimits* limits_;            // null: no per-peer limits
+  const NodeCertBinding node_certs_;
   FirstMessageDeadlines first_message_;
 
   // OK, or RESOURCE_EXHAUSTED when the caller's host is over its Register rate.

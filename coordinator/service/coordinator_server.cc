@@ -12,12 +12,13 @@
 namespace ringmaster::coordinator {
 
 CoordinatorServer::CoordinatorServer(Cluster& cluster, security::TokenPolicy tokens,
-                                     security::Refusals& refusals, const CallLimitOptions& limits)
+                                     security::Refusals& refusals, const CallLimitOptions& limits,
+                                     NodeCertBinding node_certs)
     : cluster_(cluster),
       tokens_(std::move(tokens)),
       limits_(limits),
       coordinator_service_(cluster, tokens_, refusals, &limits_),
-      agent_service_(cluster, tokens_, refusals, &limits_) {}
+      agent_service_(cluster, tokens_, refusals, &limits_, std::move(node_certs)) {}
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const std::string& listen_address, Cluster& cluster, absl::Duration tick_every,
@@ -27,13 +28,14 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   }
   security::Refusals& refusals =
       security.refusals != nullptr ? *security.refusals : security::ProcessRefusals();
-  std::unique_ptr<CoordinatorServer> s(
-      new CoordinatorServer(cluster, std::move(security.tokens), refusals, security.limits));
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(cluster, std::move(security.tokens),
+                                                             refusals, security.limits,
+                                                             std::move(security.node_certs)));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen_address, security.credentials, &s->port_);
   builder.RegisterService(&s->coordinator_service_);
   builder.RegisterService(&s->agent_service_);
-  builder.SetMaxReceiveMessageSize(4 << 20);  // a 1 MiB job spec, with room
+  builder.SetMaxReceiveMessageSize(4 << 20);  // a 256 KiB job spec, with room
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     s->server_.reset();

@@ -32,7 +32,8 @@ struct ServerSecurity {
   std::shared_ptr<grpc::ServerCredentials> credentials;
   security::TokenPolicy tokens;
   security::Refusals* refusals = nullptr;
-  CallLimitOptions limits;  // per-peer Register rate and open streams (call_limits.h)
+  CallLimitOptions limits;     // per-peer Register rate and open streams (call_limits.h)
+  NodeCertBinding node_certs;  // node names bound to client certificates (off by default)
 };
 
 class CoordinatorServer {
@@ -54,7 +55,7 @@ class CoordinatorServer {
 
  private:
   CoordinatorServer(Cluster& cluster, security::TokenPolicy tokens, security::Refusals& refusals,
-                    const CallLimitOptions& limits);
+                    const CallLimitOptions& limits, NodeCertBinding node_certs);
 
   Cluster& cluster_;
   const security::TokenPolicy tokens_;  // before the services, which hold a reference

@@ -1,11 +1,14 @@
 // gRPC glue for the Coordinator service (coordinator.proto): requests go to the Cluster, errors
 // come back as the matching gRPC codes. WatchJob sends the current status at once, then every
 // change (at most one message per min_interval), and ends after a terminal phase, when the
-// client cancels, or when the server shuts down (UNAVAILABLE). Submit and cancel need the submit
+// client cancels, or when the server shuts down (UNAVAILABLE). A quiet WatchJob blocks on its
+// job's change signal (Cluster::Watch); it wakes when the job changed, and every
+// watch_cancel_check only to see whether its client went away. Submit and cancel need the submit
 // token, logs too; the other reads take either token. With CallLimits, a peer host may hold only
 // so many WatchJob streams open (RESOURCE_EXHAUSTED beyond).
 #pragma once
 
+#include "absl/time/time.h"
 #include "coordinator/cluster/cluster.h"
 #include "coordinator/service/call_limits.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
@@ -39,11 +42,16 @@ class CoordinatorServiceImpl final : public v1::Coordinator::Service {
   grpc::Status ForgetNode(grpc::ServerContext* context, const v1::ForgetNodeRequest* request,
                           v1::ForgetNodeResponse* response) override;
 
+  // How long a quiet WatchJob waits before it checks whether its client went away (so how long a
+  // gone client's stream, and its CallLimits slot, outlive it). Default 1 s.
+  void set_watch_cancel_check(absl::Duration d) { cancel_check_ = d; }
+
  private:
   Cluster& cluster_;
   const security::TokenPolicy& tokens_;
   security::Refusals& refusals_;  // refused calls: counted, and warned about within limits
   CallLimits* limits_;            // null: no per-peer limits
+  absl::Duration cancel_check_ = absl::Seconds(1);
 };
 
 }  // namespace ringmaster::coordinator

@@ -221,12 +221,16 @@ size_t TensorInfo::numel() const {
 
 absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
     const std::string& path) {
-  std::unique_ptr<SafetensorsReader> r(new SafetensorsReader());
-  r->path_ = path;
   // Refuses a FIFO or device without blocking on it (a plain open() of a FIFO waits for a writer).
   absl::StatusOr<int> opened = OpenRegularFile(path);
   if (!opened.ok()) return opened.status();
-  const int fd = *opened;
+  return OpenFd(*opened, path);
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::OpenFd(
+    int fd, const std::string& path) {
+  std::unique_ptr<SafetensorsReader> r(new SafetensorsReader());
+  r->path_ = path;
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     absl::Status s = ErrnoError("cannot stat", path);

@@ -36,6 +36,9 @@ struct TensorInfo {
 class SafetensorsReader {
  public:
   static absl::StatusOr<std::unique_ptr<SafetensorsReader>> Open(const std::string& path);
+  // The same on a regular file the caller opened (read_beneath.h, say); this call closes `fd`.
+  // `path` names it in errors and path().
+  static absl::StatusOr<std::unique_ptr<SafetensorsReader>> OpenFd(int fd, const std::string& path);
   // The same checks on `size` bytes already in memory, which the caller keeps alive and
   // unchanged for the reader's lifetime (the reader does not copy them). `name` stands for the
   // path in errors and path().

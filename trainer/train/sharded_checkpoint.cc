@@ -18,6 +18,7 @@
 #include "common/json_limits.h"
 #include "common/log.h"
 #include "common/open_beneath.h"
+#include "common/read_beneath.h"
 #include "common/status_macros.h"
 #include "trainer/io/safetensors.h"
 
@@ -42,6 +43,19 @@ std::string Join(const std::string& dir, const std::string& name) {
 }
 std::string CheckpointRoot(const std::string& output_dir) {
   return Join(output_dir, "checkpoints");
+}
+// The output directory of the checkpoint directory `dir` (<output_dir>/checkpoints/step-N):
+// what its files are read beneath (read_beneath.h), through the pinned handle when the trainer
+// pinned it (issue #31).
+std::string OutputDirOf(const std::string& dir) {
+  const std::string out = fs::path(dir).parent_path().parent_path().string();
+  return out.empty() ? "." : out;
+}
+// A checkpoint path that is a symbolic link itself (a link on the way is refused by the opens).
+absl::Status LinkRefused(const std::string& path, const std::string& output_dir) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, " is a symbolic link; checkpoints are read below ", output_dir,
+                   " without following links (remove it)"));
 }
 std::string StepName(int64_t step) { return absl::StrFormat("step-%08d", step); }
 std::string ShardFileName(int rank, int world_size) {
@@ -229,12 +243,15 @@ nlohmann::json ManifestToJson(const Manifest& m) {
 
 // Reads and fully validates <dir>/manifest.json; any damage is DataLoss naming the file.
 absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
+  const std::string output_dir = OutputDirOf(dir);
+  absl::StatusOr<struct stat> st = StatBeneath(output_dir, dir);
+  if (st.ok() && S_ISLNK(st->st_mode)) return LinkRefused(dir, output_dir);
+  if (!st.ok() && !absl::IsNotFound(st.status())) return st.status();  // a link on the way
+  if (!st.ok() || !S_ISDIR(st->st_mode)) {
     return absl::NotFoundError(absl::StrCat(dir, ": no such checkpoint directory"));
   }
   const std::string path = Join(dir, kManifestName);
-  absl::StatusOr<std::string> text = ReadFile(path, kMaxManifestBytes);
+  absl::StatusOr<std::string> text = ReadFileBeneath(output_dir, path, kMaxManifestBytes);
   if (!text.ok()) {
     return absl::DataLossError(
         absl::StrCat("checkpoint manifest unreadable: ", NamingPath(path, text.status())));
@@ -371,9 +388,8 @@ absl::Status WriteShard(const std::string& output_dir, const std::string& tmp, i
   RM_RETURN_IF_ERROR(MakeDirsBeneath(output_dir, tmp));
   // Fsyncs file and directory; reached through output_dir's handle (issue #31).
   RM_RETURN_IF_ERROR(WriteSafetensors(path, tensors, metadata, output_dir));
-  std::error_code ec;
-  entry.bytes = fs::file_size(path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", ec.message()));
+  RM_ASSIGN_OR_RETURN(const struct stat written, StatBeneath(output_dir, path));
+  entry.bytes = static_cast<uint64_t>(written.st_size);
   nlohmann::json report = ShardEntryToJson(entry);
   report["save_id"] = save_id;
   report["world_size"] = world_size;
@@ -382,10 +398,12 @@ absl::Status WriteShard(const std::string& output_dir, const std::string& tmp, i
 }
 
 // Rank 0's report reader: the entry of `rank`, checked against this save.
-absl::StatusOr<ShardEntry> ReadReport(const std::string& tmp, int rank, int world_size,
-                                      size_t total, const std::string& save_id) {
+// Read below output_dir without following links, like the writes (issue #31).
+absl::StatusOr<ShardEntry> ReadReport(const std::string& output_dir, const std::string& tmp,
+                                      int rank, int world_size, size_t total,
+                                      const std::string& save_id) {
   const std::string path = Join(tmp, ReportFileName(rank, world_size));
-  absl::StatusOr<std::string> text = ReadFile(path, kMaxReportBytes);
+  absl::StatusOr<std::string> text = ReadFileBeneath(output_dir, path, kMaxReportBytes);
   if (!text.ok()) {
     return absl::Status(text.status().code(),
                         absl::StrCat("rank ", rank, " did not report its shard: ",
@@ -408,9 +426,10 @@ absl::StatusOr<ShardEntry> ReadReport(const std::string& tmp, int rank, int worl
                                             world_size, " in this save (stale or foreign)"));
   }
   const std::string shard = Join(tmp, entry.file);
-  std::error_code ec;
-  const uint64_t size = fs::file_size(shard, ec);
-  if (ec) return absl::DataLossError(absl::StrCat("cannot stat ", shard, ": ", ec.message()));
+  absl::StatusOr<struct stat> st = StatBeneath(output_dir, shard);
+  if (!st.ok()) return absl::DataLossError(NamingPath(shard, st.status()));
+  if (S_ISLNK(st->st_mode)) return LinkRefused(shard, output_dir);
+  const uint64_t size = static_cast<uint64_t>(st->st_size);
   if (size != entry.bytes) {
     return absl::DataLossError(
         absl::StrCat(shard, ": file is ", size, " bytes, rank ", rank, " reported ", entry.bytes));
@@ -446,7 +465,8 @@ absl::Status Commit(const std::string& output_dir, const std::string& root, cons
   m.meta.world_size = world_size;
   m.save_id = save_id;
   for (int r = 0; r < world_size; ++r) {
-    RM_ASSIGN_OR_RETURN(ShardEntry e, ReadReport(tmp, r, world_size, meta.total, save_id));
+    RM_ASSIGN_OR_RETURN(ShardEntry e,
+                        ReadReport(output_dir, tmp, r, world_size, meta.total, save_id));
     m.shards.push_back(std::move(e));
   }
   std::vector<const Ranges*> owners;
@@ -526,7 +546,7 @@ absl::Status SaveShardedCheckpoint(const std::string& output_dir, int rank, int 
   if (absl::Status s = sync(1); !s.ok()) return failed(s);
 
   if (local.ok() && rank != 0) {
-    absl::StatusOr<std::string> id = ReadFile(Join(tmp, kSaveIdName), 4096);
+    absl::StatusOr<std::string> id = ReadFileBeneath(output_dir, Join(tmp, kSaveIdName), 4096);
     if (id.ok()) {
       save_id = *std::move(id);
     } else {
@@ -579,20 +599,34 @@ namespace {
 // is not there, oldest first.
 std::vector<std::string> ListStepDirs(const std::string& output_dir, bool with_manifest) {
   std::vector<std::pair<int64_t, std::string>> found;
-  std::error_code ec;
-  const fs::path root = CheckpointRoot(output_dir);
-  if (!fs::is_directory(root, ec)) return {};
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    const std::string n = e.path().filename().string();
+  const std::string root = CheckpointRoot(output_dir);
+  // Listed below output_dir following no link (issue #31). A step-<n> that is a link is listed
+  // as a checkpoint, so that reading it is refused naming it, instead of being passed over.
+  absl::StatusOr<std::vector<DirEntryBeneath>> entries = ListDirBeneath(output_dir, root);
+  if (!entries.ok()) {
+    if (!absl::IsNotFound(entries.status())) {
+      LogWarning(absl::StrCat("cannot list checkpoints: ", entries.status().message()));
+    }
+    return {};
+  }
+  for (const DirEntryBeneath& e : *entries) {
+    const std::string& n = e.name;
     if (n.rfind("step-", 0) != 0 || n.size() == 5) continue;
     int64_t step = 0;
     const char* first = n.data() + 5;
     const char* last = n.data() + n.size();
     const auto [p, err] = std::from_chars(first, last, step);
     if (err != std::errc() || p != last || *first == '-' || *first == '+') continue;
-    if (!fs::is_directory(e.path(), ec)) continue;
-    if (fs::is_regular_file(e.path() / kManifestName, ec) != with_manifest) continue;
-    found.emplace_back(step, e.path().string());
+    const std::string path = Join(root, n);
+    bool has_manifest = S_ISLNK(e.type);
+    if (S_ISDIR(e.type)) {
+      absl::StatusOr<struct stat> m = StatBeneath(output_dir, Join(path, kManifestName));
+      has_manifest = m.ok() && (S_ISREG(m->st_mode) || S_ISLNK(m->st_mode));
+    } else if (!S_ISLNK(e.type)) {
+      continue;
+    }
+    if (has_manifest != with_manifest) continue;
+    found.emplace_back(step, path);
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> out;
@@ -675,18 +709,22 @@ absl::StatusOr<LoadedShard> LoadShardedCheckpoint(const std::string& dir, size_t
     if (copies.empty()) continue;  // this shard holds nothing we need: not even opened
 
     const std::string path = Join(dir, s.file);
-    std::error_code ec;
-    const uint64_t size = fs::file_size(path, ec);
-    if (ec) {
-      return absl::DataLossError(
-          absl::StrCat("checkpoint shard ", path, " is missing or unreadable: ", ec.message()));
+    // Below the output directory, following no link (issue #31).
+    absl::StatusOr<int> fd = OpenRegularFileBeneath(OutputDirOf(dir), path);
+    if (!fd.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint shard ", path, " is missing or unreadable: ", fd.status().message()));
     }
+    struct stat st {};
+    const uint64_t size = ::fstat(*fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
     if (size != s.bytes) {
+      ::close(*fd);
       return absl::DataLossError(absl::StrCat("checkpoint shard ", path, " is ", size,
                                               " bytes, the manifest says ", s.bytes,
                                               " (truncated or replaced)"));
     }
-    absl::StatusOr<std::unique_ptr<SafetensorsReader>> reader = SafetensorsReader::Open(path);
+    absl::StatusOr<std::unique_ptr<SafetensorsReader>> reader =
+        SafetensorsReader::OpenFd(*fd, path);
     if (!reader.ok()) return absl::DataLossError(NamingPath(path, reader.status()));
     const std::map<std::string, std::string>& md = (*reader)->metadata();
     if (auto r = md.find("ranges"); r != md.end()) {

@@ -626,6 +626,37 @@ TEST_F(DamageTest, MissingManifestAndMissingDir) {
             absl::StatusCode::kNotFound);
 }
 
+// Issue #31: a checkpoint is read below its output directory following no link. A shard or a
+// manifest replaced by a link to an intact copy elsewhere, or a whole step directory replaced by
+// one, is refused naming it; the step directory link is still listed, so that a resume names it
+// instead of passing it over.
+TEST_F(DamageTest, LinksPlantedInACheckpointAreRefused) {
+  const fs::path outside = dir_ / "outside";
+  fs::create_directories(outside);
+  fs::copy(StepDir(7), outside / "step-7");
+  fs::remove(shard0_);
+  fs::create_symlink(outside / "step-7" / fs::path(shard0_).filename(), shard0_);
+  absl::Status s = LoadAll();
+  ExpectDataLossNaming(s, shard0_);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("symbolic link"));
+
+  fs::remove(manifest_);
+  fs::create_symlink(outside / "step-7" / "manifest.json", manifest_);
+  s = ReadCheckpointMeta(StepDir(7)).status();
+  ExpectDataLossNaming(s, manifest_);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("symbolic link"));
+
+  fs::remove_all(StepDir(7));
+  fs::create_directory_symlink(outside / "step-7", StepDir(7));
+  EXPECT_THAT(ListShardedCheckpoints(dir_.string()), ::testing::ElementsAre(StepDir(7)));
+  EXPECT_TRUE(ListCheckpointsWithoutManifest(dir_.string()).empty());
+  s = LoadAll();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(StepDir(7) + " is a symbolic link; checkpoints are read below"));
+  EXPECT_TRUE(fs::is_regular_file(outside / "step-7" / "manifest.json"));
+}
+
 TEST_F(DamageTest, ManifestWithWrongFields) {
   const nlohmann::json good = Manifest();
   nlohmann::json j = good;

@@ -13,6 +13,7 @@
 #include "common/json_limits.h"
 #include "common/log.h"
 #include "common/open_beneath.h"
+#include "common/read_beneath.h"
 #include "common/status_macros.h"
 #include "trainer/train/sharded_checkpoint.h"
 #include "trainer/train/train_loop.h"
@@ -125,7 +126,8 @@ absl::Status TrainLoop::RestoreLatest() {
                      ", written by ", d->meta.world_size, " rank(s), now ", world_.world_size, ")");
     // Drop metric lines of steps after the checkpoint: they are about to be redone.
     const std::string path = (fs::path(job_.output.dir) / "metrics.jsonl").string();
-    absl::StatusOr<std::string> text = ReadFile(path);
+    // Through output.dir's handle, following no link (issue #31).
+    absl::StatusOr<std::string> text = ReadFileBeneath(job_.output.dir, path, size_t{1} << 32);
     if (leader() && text.ok()) {
       std::string kept;
       size_t pos = 0;
@@ -168,9 +170,12 @@ absl::StatusOr<bool> TrainLoop::AlreadyFinished() {
   if (step_ < plan_.total_steps && !early_stopped_) return false;
   // The export is written last, by rank 0: every rank must see it, or all train on together.
   const fs::path final_dir = fs::path(job_.output.dir) / "final";
-  std::error_code ec;
-  const bool exported = fs::is_regular_file(final_dir / "config.json", ec) &&
-                        fs::is_regular_file(final_dir / "model.safetensors", ec);
+  // Looked at below output.dir, following no link (issue #31): a link is not an export.
+  auto regular = [&](const char* name) {
+    absl::StatusOr<struct stat> st = StatBeneath(job_.output.dir, (final_dir / name).string());
+    return st.ok() && S_ISREG(st->st_mode);
+  };
+  const bool exported = regular("config.json") && regular("model.safetensors");
   std::vector<float> seen = {exported ? 1.0f : 0.0f};
   RM_RETURN_IF_ERROR(engine_->AllReduceSum(&seen));
   return seen[0] >= static_cast<float>(world_.world_size);
