@@ -23,6 +23,7 @@
 #include "common/status_macros.h"
 #include "jobspec/default_job.h"
 #include "jobspec/job_spec.h"
+#include "jobspec/plan_vars.h"
 #include "security/tls_credentials.h"
 #include "trainer/data/sentiment_gen.h"
 #include "yaml-cpp/yaml.h"
@@ -170,8 +171,7 @@ LocalShape ShapeOf(const trainer::JobSpec& job, const LocalOptions& o) {
                                            " overrides the job's distributed.procs_per_node ",
                                            d.procs_per_node));
   }
-  int procs = 0;
-  if (absl::SimpleAtoi(shape.procs, &procs) && procs > 0) {
+  if (const int procs = jobspec::ParseProcsPerNode(shape.procs).value_or(0); procs > 0) {
     shape.procs_estimate = procs;
   } else if (int gpus = 0;
              absl::SimpleAtoi(o.gpus.substr(0, o.gpus.find('x')), &gpus) && gpus > 0) {

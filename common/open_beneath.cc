@@ -434,6 +434,26 @@ absl::Status FsyncDirBeneath(const std::string& root, const std::string& dir) {
 
 void SetRefuseHardLinkedInputs(bool refuse) { g_refuse_linked_inputs.store(refuse); }
 
+namespace {
+std::mutex g_allowed_root_mu;
+std::string& AllowedRootSlot() {
+  static std::string* root = new std::string();
+  return *root;
+}
+}  // namespace
+
+void SetAllowedRoot(const std::string& root) {
+  {
+    std::lock_guard<std::mutex> lock(g_allowed_root_mu);
+    AllowedRootSlot() = root;
+  }
+}
+
+std::string AllowedRoot() {
+  std::lock_guard<std::mutex> lock(g_allowed_root_mu);
+  return AllowedRootSlot();
+}
+
 absl::Status CheckInputLinks(const std::string& path, nlink_t links) {
   if (links <= 1 || !g_refuse_linked_inputs.load()) return absl::OkStatus();
   return absl::InvalidArgumentError(

@@ -85,6 +85,12 @@ absl::Status FsyncDirBeneath(const std::string& root, const std::string& dir);
 void SetRefuseHardLinkedInputs(bool refuse);
 absl::Status CheckInputLinks(const std::string& path, nlink_t links);
 
+// The root this process is confined to (the trainer under an agent's --allowed-root: its
+// RINGMASTER_ALLOWED_ROOT, read by the program's one environment reader and set here once at
+// start-up); empty: unconfined.
+void SetAllowedRoot(const std::string& root);
+std::string AllowedRoot();
+
 namespace internal {
 // OpenBeneath without openat2 (the fallback walk), for tests on kernels that have it.
 absl::StatusOr<int> OpenBeneathByWalk(const std::string& root, const std::string& path, int flags,

@@ -1,9 +1,9 @@
 // What the training loop reports, as an interface: a no-op implementation here; RankStatus
 // (rank_status.h) records it for the agent and for /metrics (metrics_server.h).
 //
-// Names follow DESIGN.md's rules (ringmaster_ prefix, base units, _total counters); labels are
-// bounded (ringmaster_job, rank, and op/wire for communication) — never a step. The catalogue is
-// docs/metrics.md.
+// Names follow docs/metrics.md's rules (ringmaster_ prefix, base units, _total counters); labels
+// are bounded (ringmaster_job, rank, and op/wire for communication) — never a step. The catalogue
+// is docs/metrics.md too.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The job spec: the YAML file a user writes (DESIGN.md, "Job spec (YAML)"), parsed strictly.
+// The job spec: the YAML file a user writes (docs/job-reference.md), parsed strictly.
 //
 // Strict because a typo in a training job is expensive: `lrr: 1e-3` silently ignored would
 // cost a whole run. Unknown keys, duplicated keys, wrong types and out-of-range values are

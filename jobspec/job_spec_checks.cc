@@ -27,6 +27,7 @@
 #include "common/status_macros.h"
 #include "jobspec/key_suggestion.h"
 #include "jobspec/model_memory.h"
+#include "jobspec/plan_vars.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
@@ -186,8 +187,7 @@ void Validate(const JobSpec& s, const Marks* marks,
       // The model state per rank at the largest world the job can get (procs_per_node auto
       // counts one rank per node): over the absolute cap no node can hold it.
       const DistributedSpec& d = s.distributed;
-      int procs = 1;
-      if (!absl::SimpleAtoi(d.procs_per_node, &procs) || procs < 1) procs = 1;
+      const int procs = std::max(jobspec::ParseProcsPerNode(d.procs_per_node).value_or(1), 1);
       const int world = static_cast<int>(
           std::min<int64_t>(int64_t{std::max(d.max_nodes, 1)} * procs, int64_t{1} << 20));
       const uint64_t params = BertParameterCount(c);
@@ -341,8 +341,7 @@ void Validate(const JobSpec& s, const Marks* marks,
     bad("distributed.nodes",
         absl::StrCat("needs 1 <= MIN <= MAX, got ", d.min_nodes, ":", d.max_nodes));
   }
-  int procs = 0;
-  if (d.procs_per_node != "auto" && !(absl::SimpleAtoi(d.procs_per_node, &procs) && procs >= 1)) {
+  if (!jobspec::ParseProcsPerNode(d.procs_per_node).ok()) {
     bad("distributed.procs_per_node",
         absl::StrCat("must be auto or a positive integer, got '", d.procs_per_node, "'"));
   }

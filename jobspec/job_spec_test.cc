@@ -21,7 +21,7 @@ using testing_util::kFromScratch;
 using testing_util::kMinimal;
 using testing_util::Parse;
 
-// The example from DESIGN.md ("Job spec (YAML)"), verbatim.
+// A complete job, every section set (the keys of docs/job-reference.md).
 constexpr char kDesignExample[] = R"(name: sst2-bert-base
 model:
   init_from: models/bert-base-uncased    # HF dir; or `config:` (BertConfig fields) + `vocab:`

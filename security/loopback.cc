@@ -1,34 +1,10 @@
 // Loopback hosts and addresses.
 #include "security/loopback.h"
 
-#include <arpa/inet.h>
-
-#include <cstring>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringmaster::security {
-
-bool IsLoopbackHost(std::string_view host) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (absl::EqualsIgnoreCase(absl::string_view(host.data(), host.size()), "localhost")) {
-    return true;
-  }
-  const std::string h(host);
-  in_addr v4{};
-  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) {
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  }
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
-    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
-    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
-  }
-  return false;
-}
 
 absl::StatusOr<std::string> HostOfAddress(std::string_view address) {
   for (std::string_view scheme : {"dns:///", "ipv4:", "ipv6:"}) {

@@ -6,12 +6,12 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "common/loopback.h"
 
 namespace ringmaster::security {
 
-// True for "localhost", 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104. Brackets around an IPv6
-// literal are accepted. "0.0.0.0", "::" and an empty host bind every interface: not loopback.
-bool IsLoopbackHost(std::string_view host);
+// common/loopback.h: "localhost", 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104.
+using ::ringmaster::IsLoopbackHost;
 
 // The host part of a listen address or gRPC target: "HOST:PORT", "[V6]:PORT", optionally after a
 // "dns:///", "ipv4:" or "ipv6:" scheme. An error when there is no ":PORT".

@@ -2,7 +2,6 @@
 #include "coordinator/plan/planner.h"
 
 #include <algorithm>
-#include <charconv>
 #include <numeric>
 #include <string_view>
 #include <tuple>
@@ -12,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/absl_view.h"
-#include "coordinator/plan/rank_weights.h"
 #include "jobspec/model_memory.h"
+#include "jobspec/plan_vars.h"
 #include "jobspec/precision_policy.h"
 
 namespace ringmaster::coordinator {
@@ -30,14 +29,11 @@ namespace {
 // Ranks per CPU node when the node does not report its core count.
 constexpr int kMaxCpuRanksPerNode = 256;
 
-// 0 for "auto", else the positive count; InvalidArgument otherwise.
+// 0 for "auto", else the positive count (jobspec's one reading of the setting).
 absl::StatusOr<int> ParseProcsPerNode(const std::string& v) {
-  if (v == "auto") return 0;
-  int n = 0;
-  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (v.empty() || ec != std::errc() || ptr != v.data() + v.size() || n < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan: procs_per_node: '", v, "' is not auto or a positive integer"));
+  absl::StatusOr<int> n = jobspec::ParseProcsPerNode(v);
+  if (!n.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("plan: procs_per_node: ", n.status().message()));
   }
   return n;
 }
@@ -239,15 +235,16 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
         per_rank_speed[static_cast<size_t>(r)] =
             np.gpu ? inv.trainer_samples_per_second : inv.trainer_samples_per_second / np.num_ranks;
       }
-      rp.env = {{"RANK", std::to_string(r)},
-                {"LOCAL_RANK", std::to_string(lr)},
-                {"LOCAL_WORLD_SIZE", lws},
-                {"GROUP_RANK", group},
-                {"ROLE_RANK", std::to_string(r)},
-                {"RINGMASTER_PRECISION", std::string(SettingName(rp.precision))},
-                // The rank's device, so that a job's `train.device: auto` runs where it was
-                // placed: the GPU given to it (CUDA_VISIBLE_DEVICES) or the CPU.
-                {"RINGMASTER_DEVICE", np.gpu ? "cuda" : "cpu"}};
+      rp.env = {
+          {"RANK", std::to_string(r)},
+          {"LOCAL_RANK", std::to_string(lr)},
+          {"LOCAL_WORLD_SIZE", lws},
+          {"GROUP_RANK", group},
+          {"ROLE_RANK", std::to_string(r)},
+          {jobspec::kPrecisionVar, std::string(SettingName(rp.precision))},
+          // The rank's device, so that a job's `train.device: auto` runs where it was
+          // placed: the GPU given to it (CUDA_VISIBLE_DEVICES) or the CPU.
+          {jobspec::kDeviceVar, std::string(SettingName(np.gpu ? Device::kCuda : Device::kCpu))}};
     }
   }
 
@@ -267,12 +264,12 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
       weights[r] = per_rank_speed[r] * plan.world_size / total;
     }
   }
-  std::string weights_env = FormatRankWeights(weights);
-  if (weights_env.size() > kMaxRankWeightsBytes) {
+  std::string weights_env = jobspec::FormatRankWeights(weights);
+  if (weights_env.size() > jobspec::kMaxRankWeightsBytes) {
     plan.warnings.push_back(absl::StrCat("micro-batch weights for ", plan.world_size,
                                          " ranks need ", weights_env.size(),
                                          " bytes, more than RINGMASTER_RANK_WEIGHTS can carry (",
-                                         kMaxRankWeightsBytes, "): using equal shares"));
+                                         jobspec::kMaxRankWeightsBytes, "): using equal shares"));
     weights.assign(weights.size(), 1.0);
     weights_env.clear();
   }
@@ -293,9 +290,9 @@ absl::StatusOr<JobPlan> PlanRanks(const PlanRequest& request, const std::vector<
       {"RINGMASTER_JOB_ID", request.job_id},
       {"RINGMASTER_GENERATION", gen},
       {"RINGMASTER_COORDINATOR", request.coordinator_address},
-      {"RINGMASTER_COMPRESSION", std::string(SettingName(plan.wire_compression))},
+      {jobspec::kCompressionVar, std::string(SettingName(plan.wire_compression))},
   };
-  if (!weights_env.empty()) plan.common_env["RINGMASTER_RANK_WEIGHTS"] = std::move(weights_env);
+  if (!weights_env.empty()) plan.common_env[jobspec::kRankWeightsVar] = std::move(weights_env);
   return plan;
 }
 

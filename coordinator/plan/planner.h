@@ -17,7 +17,7 @@
 //  - micro-batch weight proportional to the rank's measured throughput (the node's
 //    trainer_samples_per_second per GPU, or shared by the processes of a CPU node), normalised
 //    to sum to the world size; all 1 unless every node has a measurement, and all 1 (with a
-//    warning) when the weights would not fit in one environment variable (rank_weights.h).
+//    warning) when the weights would not fit in one environment variable (jobspec/plan_vars.h).
 //
 // Work is O(R + N log N) for R ranks on N nodes: 4096 nodes x 8 GPUs plan in well under a second
 // (0.06-0.4 s on a shared 2-core machine; mostly the per-rank environment strings).
@@ -95,7 +95,7 @@ struct JobPlan {
   // Variables every rank shares: WORLD_SIZE, GROUP_WORLD_SIZE, ROLE_NAME, ROLE_WORLD_SIZE,
   // MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT (= generation), TORCHELASTIC_RUN_ID,
   // RINGMASTER_JOB_ID, RINGMASTER_GENERATION, RINGMASTER_COORDINATOR, RINGMASTER_COMPRESSION,
-  // and RINGMASTER_RANK_WEIGHTS (rank_weights.h) unless the shares are equal.
+  // and RINGMASTER_RANK_WEIGHTS (jobspec/plan_vars.h) unless the shares are equal.
   std::map<std::string, std::string> common_env;
   // Settings the planner had to give up on, for the coordinator's log and the job's status.
   std::vector<std::string> warnings;

@@ -10,9 +10,9 @@
 #include <tuple>
 #include <vector>
 
-#include "coordinator/plan/rank_weights.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "jobspec/plan_vars.h"
 #include "trainer/parallel/dist_env.h"
 
 namespace ringmaster::coordinator {
@@ -443,7 +443,7 @@ TEST(PlannerTest, PlansFourThousandNodesOfEightGpus) {
   // 32768 mixed weights fit in one environment variable as one run per node.
   EXPECT_TRUE(plan.warnings.empty());
   ASSERT_EQ(plan.common_env.count("RINGMASTER_RANK_WEIGHTS"), 1u);
-  EXPECT_LE(plan.common_env["RINGMASTER_RANK_WEIGHTS"].size(), kMaxRankWeightsBytes);
+  EXPECT_LE(plan.common_env["RINGMASTER_RANK_WEIGHTS"].size(), jobspec::kMaxRankWeightsBytes);
   EXPECT_NE(plan.ranks[12345].weight, 1.0);
 }
 
@@ -458,7 +458,7 @@ TEST(PlannerTest, MixedWeightsForFourThousandRanks) {
   JobPlan plan = MustPlan(Request(), nodes);
   EXPECT_TRUE(plan.warnings.empty());
   const std::string& text = plan.common_env["RINGMASTER_RANK_WEIGHTS"];
-  EXPECT_LE(text.size(), kMaxRankWeightsBytes);
+  EXPECT_LE(text.size(), jobspec::kMaxRankWeightsBytes);
   // Nodes are ordered rack by rack and rack k holds one generation: one "w*512" run per rack.
   EXPECT_EQ(std::count(text.begin(), text.end(), ',') + 1, 8);
   for (const RankPlan& rp : plan.ranks) {

@@ -382,7 +382,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
 
 absl::Status Main(const Options& o) {
   RM_ASSIGN_OR_RETURN(const rt::DistEnv env, rt::DistEnvFromProcess());
-  RM_ASSIGN_OR_RETURN(const absl::Duration timeout, rt::CollectiveTimeoutFromEnv());
+  const absl::Duration timeout = env.collective_timeout;
   RM_ASSIGN_OR_RETURN(std::unique_ptr<rt::Store> store, rt::MakeRendezvousStore(env, timeout));
   rt::PrefixStore scoped("bench_collectives/", *store);
   const std::string host = env.iface.empty() ? "127.0.0.1" : env.iface;

@@ -1,5 +1,7 @@
-// ringmaster-trainer: train | predict | tokenize | gen-data (see DESIGN.md, "The trainer
-// contract"). Errors are one line on stderr and a non-zero exit.
+// ringmaster-trainer: train | predict | tokenize | gen-data | probe (docs/trainer.md; the rank's
+// contract with its agent: docs/architecture.md, "The job's path"). Errors are one line on stderr
+// and a non-zero exit: 3 for a bad job (exit_codes.h). This file only wires: the environment is
+// read by trainer/parallel/dist_env.h, the rank's settings resolved by rank_settings.h.
 #include <unistd.h>
 
 #include <csignal>
@@ -20,14 +22,15 @@
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/loopback.h"
 #include "common/metrics_server.h"
+#include "common/open_beneath.h"
 #include "common/rank_status.h"
 #include "common/status_macros.h"
 #include "common/user_output.h"
 #include "jobspec/default_job.h"
 #include "jobspec/job_spec.h"
 #include "jobspec/model_source.h"
-#include "jobspec/precision_policy.h"
 #include "trainer/data/sentiment_gen.h"
 #if RINGMASTER_HAVE_NCCL
 #include "trainer/comm/nccl_communicator.h"
@@ -37,12 +40,12 @@ constexpr bool kNcclBuilt = false;
 #endif
 #include "trainer/data/tsv.h"
 #if RINGMASTER_HAVE_CUDA_ENGINE
-#include "trainer/cuda/engine/cuda_engine.h"
+#include "trainer/cuda/engine/cuda_engine_factory.h"
 #include "trainer/cuda/engine/gpu_probe.h"
 #endif
 #include "trainer/parallel/dist_context.h"
-#include "trainer/parallel/rank_plan.h"
-#include "trainer/train/device_choice.h"
+#include "trainer/parallel/dist_env.h"
+#include "trainer/parallel/rank_settings.h"
 #include "trainer/train/throughput_probe.h"
 #include "trainer/train/trainer.h"
 
@@ -156,101 +159,42 @@ template <typename T>
 absl::StatusOr<T> BadJob(absl::Status s) {
   return BadJob(std::move(s));
 }
+template <typename T>
+absl::StatusOr<T> BadJob(absl::StatusOr<T> s) {
+  if (!s.ok()) g_bad_job = true;
+  return s;
+}
 
-// train.device: cuda, when this binary is linked with the CUDA engine (trainer/cuda/: on a GPU, or
-// on the CPU under the CUDA emulator, RINGMASTER_CUDA_EMU): fp32, or bf16/fp16 GEMMs where the
-// device's compute capability allows them (refused as a bad job otherwise).
-rt::CudaEngineFactory CudaEngineFactory() {
+// What this binary and machine offer a rank: the CUDA engine's probe when linked, NCCL.
+rt::RankHost ThisHost() {
+  rt::RankHost host;
 #if RINGMASTER_HAVE_CUDA_ENGINE
-  return [](const rt::JobSpec& job, const rt::BertConfig& config, const rt::ParamLayout& layout,
-            const float* initial, rt::DistContext& dist, int64_t total_steps,
-            int64_t warmup_steps) -> absl::StatusOr<std::unique_ptr<rt::StepEngine>> {
-    rt::cuda::CudaTrainerOptions options;
-    options.sharding = job.distributed.sharding;
-    options.bucket_cap_bytes = rt::BucketCapBytes(job.distributed.bucket_cap_mb);
-    // Several CUDA ranks: collectives on device buffers, i.e. NCCL; fp32 on the wire.
-    rt::DataParallelComms comms;
-    if (dist.world_size() > 1) {
-      if (dist.backend() != rt::CommBackend::kNccl) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            job.source,
-            ": distributed.backend: gloo cannot carry the CUDA engine's device buffers; use "
-            "nccl (or auto) for train.device cuda with several ranks"));
-      }
-      // fp16/bf16/int8/powersgd as on the CPU engine; auto stays uncompressed on CUDA ranks.
-      rt::DataParallelOptions dp;
-      rt::SetCompression(job.distributed.compression, job.distributed.powersgd_rank, &dp);
-      options.compression.codec = dp.codec;
-      options.compression.powersgd = dp.powersgd;
-      options.compression.powersgd_rank = dp.powersgd_rank;
-      options.compression.seed = job.train.seed;
-      // As the CPU engine: exact all-reduces through the LR warmup and the first tenth.
-      options.compression.powersgd_start_step =
-          job.distributed.powersgd_start_step >= 0
-              ? job.distributed.powersgd_start_step
-              : std::max<int64_t>(warmup_steps, total_steps / 10);
-      comms = rt::DataParallelComms{dist.world(), dist.intra(), dist.inter()};
-    }
-    options.adam = rt::AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,
-                                    job.train.weight_decay};
-    options.gradient_checkpointing = job.train.gradient_checkpointing;
-    // bf16/fp16 are GEMM-level mixed precision (fp32 master weights). auto without a plan
-    // (a plan resolves it per rank: RINGMASTER_PRECISION) picks by the device's generation,
-    // by the planner's rule (jobspec/precision_policy.h).
-    rt::Precision precision = job.train.precision;
-    if (precision == rt::Precision::kAuto) {
-      const rt::GpuProbe gpu = rt::cuda::ProbeGpu();
-      precision = ringmaster::jobspec::AutoPrecisionFor(gpu.compute_capability);
-      ringmaster::LogInfo(absl::StrCat(
-          "train.precision auto: ", std::string(ringmaster::jobspec::SettingName(precision)), " (",
-          gpu.name, ", sm_", gpu.compute_capability, ")"));
-    }
-    if (precision == rt::Precision::kBf16) {
-      options.precision = rt::cuda::GemmPrecision::kBf16;
-    } else if (precision == rt::Precision::kFp16) {
-      options.precision = rt::cuda::GemmPrecision::kFp16;
-    }
-    // Test hook of the fp16 tests (tests/trainer_cuda_engine.sh): poison one step's gradient.
-    if (const char* v = std::getenv("RINGMASTER_TEST_POISON_GRAD_STEP"); v != nullptr) {
-      int64_t step = 0;
-      if (!absl::SimpleAtoi(v, &step) || step < 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("RINGMASTER_TEST_POISON_GRAD_STEP: expected a step >= 1, got '", v, "'"));
-      }
-      options.poison_grad_at_call = step;
-    }
-    absl::StatusOr<std::unique_ptr<rt::cuda::CudaEngine>> engine =
-        rt::cuda::CudaEngine::Create(options, config, layout, initial, comms);
-    if (!engine.ok()) {
-      return absl::Status(engine.status().code(),
-                          absl::StrCat(job.source, ": ", engine.status().message()));
-    }
-    // A run on the emulator (a test build that was let run it) says so every time.
-    if (const std::string w = rt::EmulatedCudaWarning(rt::cuda::ProbeGpu()); !w.empty()) {
-      ringmaster::LogWarning(w);
-    }
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    ringmaster::LogInfo(absl::StrCat(
-        "train.device: cuda: the CUDA engine (", rt::cuda::GemmPrecisionName(options.precision),
-        ") on ", rt::cuda::DeviceDescription(),
-        " (CUDA_VISIBLE_DEVICES=", visible != nullptr ? visible : "unset", ")"));
-    return std::unique_ptr<rt::StepEngine>(*std::move(engine));
-  };
+  host.probe_gpu = &rt::cuda::ProbeGpu;
+#endif
+  host.nccl_built = kNcclBuilt;
+  return host;
+}
+
+// The CUDA engine's factory, where this binary has it (CUDA builds and the emulator build).
+rt::CudaEngineFactory CudaEngineFactory(const rt::TrainerEnv& trainer_env) {
+#if RINGMASTER_HAVE_CUDA_ENGINE
+  return rt::cuda::MakeCudaEngineFactory(trainer_env.cuda_visible_devices);
 #else
+  (void)trainer_env;
   return nullptr;
 #endif
 }
 
-// The GPU this process sees, for train.device: auto.
-rt::GpuProbe ProbeGpu() {
-#if RINGMASTER_HAVE_CUDA_ENGINE
-  return rt::cuda::ProbeGpu();
-#else
-  return rt::GpuProbe{};
-#endif
+// The trainer's own variables (RINGMASTER_ALLOWED_ROOT, ...), read once; the allowed root
+// confines every file the process reads or writes from here on.
+absl::StatusOr<rt::TrainerEnv> ReadTrainerEnv() {
+  RM_ASSIGN_OR_RETURN(rt::TrainerEnv env, rt::ParseTrainerEnv(rt::ProcessEnv()));
+  ringmaster::SetAllowedRoot(env.allowed_root);
+  return env;
 }
 
 absl::Status Train(const Args& a) {
+  RM_ASSIGN_OR_RETURN(const rt::TrainerEnv trainer_env, BadJob(ReadTrainerEnv()));
   rt::JobSpec job;
   auto cfg = a.values.find("--config");
   if (cfg != a.values.end()) {
@@ -277,36 +221,22 @@ absl::Status Train(const Args& a) {
   }
   if (resume) job.train.resume = rt::ResumeMode::kForce;
   if (overwrite) job.train.resume = rt::ResumeMode::kNever;
-  auto dev = a.values.find("--device");
-  if (dev != a.values.end()) {
-    std::optional<rt::Device> d = ringmaster::jobspec::ParseSetting<rt::Device>(dev->second);
-    if (!d) return absl::InvalidArgumentError("--device: expected cpu, cuda or auto");
-    job.train.device = *d;
+  rt::RankFlags flags;
+  if (auto dev = a.values.find("--device"); dev != a.values.end()) {
+    flags.device = ringmaster::jobspec::ParseSetting<rt::Device>(dev->second);
+    if (!flags.device) return absl::InvalidArgumentError("--device: expected cpu, cuda or auto");
   }
   // One rank of many when started with the torchrun environment (WORLD_SIZE, RANK, ...).
   RM_ASSIGN_OR_RETURN(rt::DistEnv env, rt::DistEnvFromProcess());
-  // The device: --device, else the coordinator's plan for this rank, else train.device, where
-  // auto takes a visible GPU.
-  if (dev == a.values.end() && env.device.has_value()) job.train.device = *env.device;
-  if (job.train.device == rt::Device::kAuto) {
-    const rt::DeviceChoice choice = rt::ChooseAutoDevice(ProbeGpu(), env.world_size, kNcclBuilt);
-    job.train.device = choice.device;
-    ringmaster::LogInfo(absl::StrCat(
-        "train.device auto: ", std::string(ringmaster::jobspec::SettingName(choice.device)), " (",
-        choice.reason, ")"));
-  }
-  // The coordinator's plan for this rank; one this machine cannot run is the job's fault.
-  RM_RETURN_IF_ERROR(BadJob(rt::ApplyRankPlan(env, &job)));
-  // An emulated build runs train.device: cuda only where a test environment asks for it;
-  // refused before any rendezvous, as the job's fault (a restart on this node cannot help).
-  if (job.train.device == rt::Device::kCuda) {
-    RM_RETURN_IF_ERROR(
-        BadJob(rt::CheckCudaDevice(ProbeGpu(), std::getenv(rt::kEmulatedCudaOptIn))));
-  }
+  // The rank's device, precision, backend and codec; one this machine cannot run is the job's
+  // fault, refused before any rendezvous (a restart on this node cannot help).
+  RM_ASSIGN_OR_RETURN(const rt::RankSettings settings,
+                      BadJob(rt::ResolveRankSettings(job, env, trainer_env, flags, ThisHost())));
+  for (const std::string& note : settings.notes) ringmaster::LogInfo(note);
+  rt::ApplyRankSettings(settings, &job);
   if (env.distributed) {
     ringmaster::SetLogProgramName(absl::StrCat("ringmaster-trainer[rank ", env.rank, "]"));
   }
-  RM_ASSIGN_OR_RETURN(absl::Duration timeout, rt::CollectiveTimeoutFromEnv());
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   // A peer that died closes its sockets: writing to them must become an error we report (naming
@@ -315,33 +245,25 @@ absl::Status Train(const Args& a) {
   // The rank's live figures: in the file its agent reads (RINGMASTER_STATUS_FILE), otherwise in
   // memory for --metrics-port.
   std::unique_ptr<rt::RankStatus> status;
-  if (const char* path = std::getenv("RINGMASTER_STATUS_FILE"); path != nullptr && *path) {
-    RM_ASSIGN_OR_RETURN(status, rt::RankStatus::CreateFile(path));
+  if (!trainer_env.status_file.empty()) {
+    RM_ASSIGN_OR_RETURN(status, rt::RankStatus::CreateFile(trainer_env.status_file));
   } else {
     status = rt::RankStatus::CreateAnonymous();
   }
   rt::CommChoice comm;
-  comm.backend = job.distributed.backend;
-  // A CUDA rank sees one GPU (the agent sets CUDA_VISIBLE_DEVICES to the planned one).
-  comm.cuda_device = job.train.device == rt::Device::kCuda ? 0 : -1;
+  comm.backend = settings.backend;
+  comm.cuda_device = settings.cuda_device;
 #if RINGMASTER_HAVE_NCCL
   comm.nccl = &rt::NcclCommunicator::Create;
 #endif
-  // A backend this rank cannot use is the job's fault: restarting cannot help.
-  if (absl::Status s =
-          rt::ResolveCommBackend(comm.backend, comm.cuda_device >= 0, comm.nccl != nullptr)
-              .status();
-      !s.ok()) {
-    return BadJob(absl::Status(s.code(), absl::StrCat(job.source, ": ", s.message())));
-  }
   RM_ASSIGN_OR_RETURN(auto dist, rt::DistContext::Create(
                                      env, job.distributed.sharding == rt::Sharding::kHybridShard,
-                                     timeout, status.get(), comm));
+                                     env.collective_timeout, status.get(), comm));
   absl::StatusOr<std::unique_ptr<rt::Trainer>> trainer = [&] {
     // A model too large for this node is the job's fault: one clear line and exit 3, instead
     // of std::terminate (SIGABRT) and a restart into the same allocation.
     try {
-      return rt::Trainer::Create(job, dist.get(), CudaEngineFactory());
+      return rt::Trainer::Create(job, settings, dist.get(), CudaEngineFactory(trainer_env));
     } catch (const std::bad_alloc&) {
       return BadJob<std::unique_ptr<rt::Trainer>>(absl::ResourceExhaustedError(absl::StrCat(
           job.source,
@@ -367,24 +289,16 @@ absl::Status Train(const Args& a) {
   if (a.values.count("--metrics-port")) {
     RM_ASSIGN_OR_RETURN(int p, IntFlag(a, "--metrics-port", 0, 0));
     metrics_port = p;
-  } else if (const char* v = std::getenv("RINGMASTER_METRICS_PORT"); v != nullptr && *v) {
-    int p = 0;
-    if (!absl::SimpleAtoi(v, &p) || p < 0 || p > 65535) {
-      return BadJob(absl::InvalidArgumentError(
-          absl::StrCat("RINGMASTER_METRICS_PORT=", v, " is not a port number")));
-    }
+  } else if (trainer_env.metrics_port) {
+    const int p = *trainer_env.metrics_port;
     metrics_port = p == 0 ? 0 : p + env.local_rank;
   }
   std::unique_ptr<rt::MetricsServer> metrics;
   if (metrics_port) {
     // /metrics is plaintext and unauthenticated: loopback unless RINGMASTER_METRICS_HOST names
     // another address and RINGMASTER_METRICS_INSECURE_PUBLIC=1 says so knowingly.
-    const char* env_host = std::getenv("RINGMASTER_METRICS_HOST");
-    const std::string host = env_host != nullptr && *env_host ? env_host : "127.0.0.1";
-    const bool loopback =
-        host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
-    const char* insecure = std::getenv("RINGMASTER_METRICS_INSECURE_PUBLIC");
-    if (!loopback && (insecure == nullptr || std::string(insecure) != "1")) {
+    const std::string& host = trainer_env.metrics_host;
+    if (!ringmaster::IsLoopbackHost(host) && !trainer_env.metrics_insecure_public) {
       return BadJob(absl::InvalidArgumentError(absl::StrCat(
           "RINGMASTER_METRICS_HOST=", host,
           ": not a loopback address, and /metrics is served in plaintext without "
@@ -455,13 +369,8 @@ absl::StatusOr<std::optional<rt::TokenizerCompat>> CompatFlag(const Args& a) {
   return *v;
 }
 
-// RINGMASTER_ALLOWED_ROOT (set by an agent with --allowed-root), or empty.
-std::string AllowedRoot() {
-  const char* root = std::getenv("RINGMASTER_ALLOWED_ROOT");
-  return root != nullptr ? root : "";
-}
-
 absl::Status Predict(const Args& a) {
+  RM_RETURN_IF_ERROR(ReadTrainerEnv().status());
   if (!a.values.count("--model") || !a.values.count("--input")) {
     return absl::InvalidArgumentError("predict needs --model DIR and --input FILE");
   }
@@ -479,7 +388,8 @@ absl::Status Predict(const Args& a) {
   // '-' (the default) is stdout; a device or FIFO is written in place, a file replaced
   // atomically (issue #33); under an agent's --allowed-root no link is followed.
   auto o = a.values.find("--output");
-  return ringmaster::WriteUserOutput(o != a.values.end() ? o->second : "-", out, AllowedRoot());
+  return ringmaster::WriteUserOutput(o != a.values.end() ? o->second : "-", out,
+                                     ringmaster::AllowedRoot());
 }
 
 absl::Status Tokenize(const Args& a) {
@@ -522,7 +432,9 @@ absl::Status GenData(const Args& a) {
 }
 
 absl::Status Probe(const Args& a) {
+  RM_ASSIGN_OR_RETURN(const rt::TrainerEnv trainer_env, ReadTrainerEnv());
   rt::ProbeOptions o;
+  o.slowdown = trainer_env.slowdown;
   if (a.values.count("--seconds")) {
     const std::string& v = a.values.at("--seconds");
     if (!absl::SimpleAtod(v, &o.min_seconds) || !(o.min_seconds > 0) || o.min_seconds > 600) {

@@ -56,8 +56,8 @@ absl::Status CheckModelEntry(const std::string& entry, const std::string& named_
 }
 
 absl::Status CheckModelPathBeneathRoot(const std::string& path, const std::string& named_by) {
-  const char* env = std::getenv("RINGMASTER_ALLOWED_ROOT");
-  if (env == nullptr || *env == '\0') return absl::OkStatus();
+  const std::string env = AllowedRoot();
+  if (env.empty()) return absl::OkStatus();
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(path, ec))) return absl::OkStatus();
   const std::string by = named_by.empty() ? "" : absl::StrCat(" (named by ", named_by, ")");

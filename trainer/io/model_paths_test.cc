@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/open_beneath.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -43,10 +44,10 @@ class BeneathRootTest : public ::testing::Test {
     std::ofstream(dir_ / "outside/vocab.txt") << "[PAD]\n";
     std::ofstream(dir_ / "root/shared/vocab.txt") << "[PAD]\n";
     std::ofstream(dir_ / "root/model/config.json") << "{}";
-    ::setenv("RINGMASTER_ALLOWED_ROOT", (dir_ / "root").c_str(), 1);
+    SetAllowedRoot((dir_ / "root").string());
   }
   void TearDown() override {
-    ::unsetenv("RINGMASTER_ALLOWED_ROOT");
+    SetAllowedRoot("");
     fs::remove_all(dir_);
   }
   fs::path dir_;
@@ -75,7 +76,7 @@ TEST_F(BeneathRootTest, LinksOutOfTheRootAreRefusedInsideOnesPass) {
 }
 
 TEST_F(BeneathRootTest, WithoutARootNothingIsRefused) {
-  ::unsetenv("RINGMASTER_ALLOWED_ROOT");
+  SetAllowedRoot("");
   fs::create_symlink(dir_ / "outside/vocab.txt", dir_ / "root/model/vocab.txt");
   EXPECT_TRUE(CheckModelPathBeneathRoot((dir_ / "root/model/vocab.txt").string()).ok());
 }

@@ -23,17 +23,6 @@ constexpr auto kLostAfter = std::chrono::milliseconds(2500);
 
 }  // namespace
 
-absl::StatusOr<absl::Duration> CollectiveTimeoutFromEnv() {
-  const char* v = std::getenv("RINGMASTER_COLLECTIVE_TIMEOUT_S");
-  if (v == nullptr || *v == '\0') return absl::Seconds(300);
-  double s = 0;
-  if (!absl::SimpleAtod(v, &s) || !(s > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("RINGMASTER_COLLECTIVE_TIMEOUT_S=", v,
-                                                   " is not a positive number of seconds"));
-  }
-  return absl::Seconds(s);
-}
-
 absl::StatusOr<CommBackend> ResolveCommBackend(CommBackend requested, bool cuda_rank,
                                                bool nccl_built) {
   switch (requested) {

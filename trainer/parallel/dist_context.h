@@ -95,7 +95,4 @@ class DistContext {
   std::thread heartbeat_;
 };
 
-// The collective timeout: RINGMASTER_COLLECTIVE_TIMEOUT_S (seconds) or 300 s.
-absl::StatusOr<absl::Duration> CollectiveTimeoutFromEnv();
-
 }  // namespace ringmaster::trainer

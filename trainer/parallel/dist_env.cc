@@ -20,13 +20,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/loopback.h"
 #include "common/status_macros.h"
+#include "jobspec/plan_vars.h"
 #include "trainer/comm/tcp_store.h"
 
 namespace ringmaster::trainer {
 namespace {
-
-using GetEnv = std::function<std::optional<std::string>(const char*)>;
 
 // `name`=`text` as a whole decimal int: no whitespace, no '+', nothing trailing.
 absl::StatusOr<int> ParseInt(const char* name, const std::string& text) {
@@ -73,9 +73,19 @@ std::string Shown(const char* name, int value, bool was_set) {
   return absl::StrCat(name, "=", value, was_set ? "" : " (default)");
 }
 
-bool IsLoopback(const std::string& host) {
-  return host.empty() || host == "localhost" || host == "::1" || host == "[::1]" ||
-         absl::StartsWith(host, "127.");
+bool IsLoopback(const std::string& host) { return host.empty() || IsLoopbackHost(host); }
+
+// A number variable in [lo, hi], or `fallback` when unset or empty; otherwise the error
+// `Invalid(prefix + value + suffix)`.
+absl::StatusOr<double> NumberVar(const GetEnv& getenv, const char* name, double fallback, double lo,
+                                 double hi, const std::string& prefix, const std::string& suffix) {
+  const std::string v = StringVar(getenv, name);
+  if (v.empty()) return fallback;
+  double x = 0;
+  if (!absl::SimpleAtod(v, &x) || !(x >= lo) || !(x <= hi)) {
+    return Invalid(absl::StrCat(prefix, v, suffix));
+  }
+  return x;
 }
 
 // The local address this host uses to reach `master_addr` (a UDP "connect" sends nothing; it
@@ -139,18 +149,26 @@ absl::StatusOr<DistEnv> ParseDistEnv(const GetEnv& getenv) {
     }
     env.rendezvous_timeout = absl::Seconds(seconds);
   }
+  if (const std::string v = StringVar(getenv, "RINGMASTER_COLLECTIVE_TIMEOUT_S"); !v.empty()) {
+    double seconds = 0;
+    if (!absl::SimpleAtod(v, &seconds) || !(seconds > 0)) {
+      return Invalid(absl::StrCat("RINGMASTER_COLLECTIVE_TIMEOUT_S=", v,
+                                  " is not a positive number of seconds"));
+    }
+    env.collective_timeout = absl::Seconds(seconds);
+  }
   env.master_addr = StringVar(getenv, "MASTER_ADDR");
   // The plan's per-rank settings apply to a lone process too (and are checked there).
-  RM_ASSIGN_OR_RETURN(env.device, SettingVar<jobspec::Device>(getenv, "RINGMASTER_DEVICE"));
+  RM_ASSIGN_OR_RETURN(env.device, SettingVar<jobspec::Device>(getenv, jobspec::kDeviceVar));
   if (env.device == jobspec::Device::kAuto) {
     return Invalid(
         "RINGMASTER_DEVICE=auto: the plan names the rank's device (cpu or cuda); unset it to let "
         "train.device decide");
   }
   RM_ASSIGN_OR_RETURN(env.precision,
-                      SettingVar<jobspec::Precision>(getenv, "RINGMASTER_PRECISION"));
+                      SettingVar<jobspec::Precision>(getenv, jobspec::kPrecisionVar));
   RM_ASSIGN_OR_RETURN(env.compression,
-                      SettingVar<jobspec::Compression>(getenv, "RINGMASTER_COMPRESSION"));
+                      SettingVar<jobspec::Compression>(getenv, jobspec::kCompressionVar));
 
   std::optional<std::string> world = getenv("WORLD_SIZE");
   if (!world.has_value()) {
@@ -250,43 +268,55 @@ absl::StatusOr<DistEnv> ParseDistEnv(const GetEnv& getenv) {
     env.store_port = store_port;
   }
 
-  // Per-rank shares of the global batch (mixed GPU generations): "w0,w1,..." one positive
-  // number per rank; the planner sets it from measured throughput. Empty = equal shares.
-  const std::string weights = StringVar(getenv, "RINGMASTER_RANK_WEIGHTS");
-  if (!weights.empty()) {
-    for (absl::string_view part : absl::StrSplit(weights, ',')) {
-      // "w" or "w*k" (k ranks of weight w: keeps the variable short at thousands of ranks).
-      double w = 0;
-      int repeat = 1;
-      const std::vector<absl::string_view> wk = absl::StrSplit(part, absl::MaxSplits('*', 1));
-      const bool ok = absl::SimpleAtod(wk[0], &w) && w > 0 && std::isfinite(w) &&
-                      (wk.size() == 1 || (absl::SimpleAtoi(wk[1], &repeat) && repeat >= 1 &&
-                                          repeat <= env.world_size));
-      if (!ok) {
-        return Invalid(absl::StrCat("RINGMASTER_RANK_WEIGHTS=", weights, ": '",
-                                    std::string(part.data(), part.size()),
-                                    "' is not a positive weight (optionally *count)"));
-      }
-      if (static_cast<int>(env.rank_weights.size()) + repeat > env.world_size) break;
-      env.rank_weights.insert(env.rank_weights.end(), repeat, w);
-    }
-    if (static_cast<int>(env.rank_weights.size()) != env.world_size) {
-      return Invalid(absl::StrCat("RINGMASTER_RANK_WEIGHTS=", weights, " has ",
-                                  env.rank_weights.size(),
-                                  " weights for WORLD_SIZE=", env.world_size));
-    }
-  }
+  // Per-rank shares of the global batch (mixed GPU generations), in the planner's codec.
+  RM_ASSIGN_OR_RETURN(
+      env.rank_weights,
+      jobspec::ParseRankWeights(StringVar(getenv, jobspec::kRankWeightsVar), env.world_size));
 
   RM_ASSIGN_OR_RETURN(env.iface, DefaultIface(getenv, env.master_addr));
   return env;
 }
 
-absl::StatusOr<DistEnv> DistEnvFromProcess() {
-  return ParseDistEnv([](const char* name) -> std::optional<std::string> {
+GetEnv ProcessEnv() {
+  return [](const char* name) -> std::optional<std::string> {
     const char* v = std::getenv(name);
     if (v == nullptr) return std::nullopt;
     return std::string(v);
-  });
+  };
+}
+
+absl::StatusOr<DistEnv> DistEnvFromProcess() { return ParseDistEnv(ProcessEnv()); }
+
+absl::StatusOr<TrainerEnv> ParseTrainerEnv(const GetEnv& getenv) {
+  TrainerEnv t;
+  t.allowed_root = StringVar(getenv, "RINGMASTER_ALLOWED_ROOT");
+  t.status_file = StringVar(getenv, "RINGMASTER_STATUS_FILE");
+  if (const std::string v = StringVar(getenv, "RINGMASTER_METRICS_PORT"); !v.empty()) {
+    int p = 0;
+    if (!absl::SimpleAtoi(v, &p) || p < 0 || p > 65535) {
+      return Invalid(absl::StrCat("RINGMASTER_METRICS_PORT=", v, " is not a port number"));
+    }
+    t.metrics_port = p;
+  }
+  if (const std::string v = StringVar(getenv, "RINGMASTER_METRICS_HOST"); !v.empty()) {
+    t.metrics_host = v;
+  }
+  t.metrics_insecure_public = StringVar(getenv, "RINGMASTER_METRICS_INSECURE_PUBLIC") == "1";
+  t.emulated_cuda_ok = StringVar(getenv, "RINGMASTER_EMULATED_CUDA_OK") == "1";
+  RM_ASSIGN_OR_RETURN(
+      t.slowdown, NumberVar(getenv, "RINGMASTER_SLOWDOWN", 1.0, 1.0, 1000.0,
+                            "RINGMASTER_SLOWDOWN='", "': expected a factor between 1 and 1000"));
+  RM_ASSIGN_OR_RETURN(t.slow_link_gbits,
+                      NumberVar(getenv, "RINGMASTER_SLOW_LINK_GBITS", 5.0, 0.0, HUGE_VAL,
+                                "RINGMASTER_SLOW_LINK_GBITS=", " is not a number of Gbit/s"));
+  if (const std::string v = StringVar(getenv, "RINGMASTER_TEST_POISON_GRAD_STEP"); !v.empty()) {
+    if (!absl::SimpleAtoi(v, &t.poison_grad_step) || t.poison_grad_step < 1) {
+      return Invalid(
+          absl::StrCat("RINGMASTER_TEST_POISON_GRAD_STEP: expected a step >= 1, got '", v, "'"));
+    }
+  }
+  if (std::optional<std::string> v = getenv("CUDA_VISIBLE_DEVICES")) t.cuda_visible_devices = *v;
+  return t;
 }
 
 absl::StatusOr<std::unique_ptr<Store>> MakeRendezvousStore(const DistEnv& env,

@@ -27,16 +27,9 @@ BertInputs InputsOf(const Batch& b) {
 // `compression: auto` on CPU ranks spread over several nodes (no tensor cores to spare, so the
 // link decides; ranks of one node talk over loopback and never compress): rank 0 times a 4 MiB
 // all-reduce and picks int8 (valid under every sharding) when the bus bandwidth
-// is below RINGMASTER_SLOW_LINK_GBITS (default 5 Gbit/s), none otherwise; the choice is
-// broadcast so every rank agrees.
-absl::StatusOr<WireCodec> ChooseAutoCodec(Communicator& world) {
-  double threshold = 5.0;
-  if (const char* v = std::getenv("RINGMASTER_SLOW_LINK_GBITS"); v != nullptr && *v != '\0') {
-    if (!absl::SimpleAtod(v, &threshold) || !(threshold >= 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("RINGMASTER_SLOW_LINK_GBITS=", v, " is not a number of Gbit/s"));
-    }
-  }
+// is below `threshold` (RINGMASTER_SLOW_LINK_GBITS, default 5 Gbit/s), none otherwise; the
+// choice is broadcast so every rank agrees.
+absl::StatusOr<WireCodec> ChooseAutoCodec(Communicator& world, double threshold) {
   std::vector<float> buf(1 << 20, 1.0f);
   RM_RETURN_IF_ERROR(world.AllReduceSum(buf.data(), buf.size()));  // warm-up: connections
   RM_RETURN_IF_ERROR(world.Barrier());
@@ -60,27 +53,15 @@ absl::StatusOr<WireCodec> ChooseAutoCodec(Communicator& world) {
 
 }  // namespace
 
-absl::StatusOr<CpuEngineOptions> CpuEngineOptionsForJob(const JobSpec& job) {
+CpuEngineOptions CpuEngineOptionsFor(const JobSpec& job, const RankSettings& settings) {
   CpuEngineOptions o;
-  RM_ASSIGN_OR_RETURN(o.slowdown, Slowdown::FromEnv());
-  if (job.train.device == jobspec::Device::kCuda) {
-    return absl::UnimplementedError(
-        absl::StrCat(job.source, ": train.device: cuda is not available in this build"));
-  }
-  // The CPU trainer computes in fp32: a half-precision request is refused, not silently run in
-  // fp32 (whose speed and memory the user did not plan for). `auto` means fp32 here.
-  if (job.train.precision == jobspec::Precision::kFp16 ||
-      job.train.precision == jobspec::Precision::kBf16) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        job.source, ": train.precision: ", std::string(jobspec::SettingName(job.train.precision)),
-        " needs train.device: cuda; ",
-        "the CPU trainer computes in fp32 (use precision auto or fp32)"));
-  }
+  o.slowdown = Slowdown(settings.slowdown);
+  o.slow_link_gbits = settings.slow_link_gbits;
   DataParallelOptions& dpo = o.dp;
   dpo.sharding = job.distributed.sharding;
-  SetCompression(job.distributed.compression, job.distributed.powersgd_rank, &dpo);
+  SetCompression(settings.compression, job.distributed.powersgd_rank, &dpo);
   // auto: the codec stays none until ResolveAutoCompression has measured the links.
-  o.auto_compression = job.distributed.compression == jobspec::Compression::kAuto;
+  o.auto_compression = settings.compression == jobspec::Compression::kAuto;
   dpo.adam = AdamWOptions{job.train.adam_beta1, job.train.adam_beta2, job.train.adam_eps,
                           job.train.weight_decay};
   dpo.seed = job.train.seed;
@@ -94,7 +75,8 @@ absl::StatusOr<CpuEngineOptions> CpuEngineOptionsForJob(const JobSpec& job) {
 absl::Status ResolveAutoCompression(DistContext& dist, CpuEngineOptions* options) {
   if (!options->auto_compression || dist.world_size() <= 1) return absl::OkStatus();
   if (dist.env().num_nodes > 1) {
-    RM_ASSIGN_OR_RETURN(options->dp.codec, ChooseAutoCodec(*dist.world()));
+    RM_ASSIGN_OR_RETURN(options->dp.codec,
+                        ChooseAutoCodec(*dist.world(), options->slow_link_gbits));
   } else if (dist.rank() == 0) {
     LogInfo("compression auto: all ranks on one node: none");
   }

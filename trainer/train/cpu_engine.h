@@ -4,8 +4,9 @@
 //
 // Setting it up from a job takes three steps, because the job's settings are checked before
 // anything is loaded and `compression: auto` needs the ranks connected:
-//   CpuEngineOptionsForJob   checks and resolves the job's device, precision, sharding and
-//                            compression (the only place these settings are compared);
+//   CpuEngineOptionsFor      the job's settings as this rank resolved them (RankSettings,
+//                            trainer/parallel/rank_settings.h: device, precision and codec
+//                            are checked there, once);
 //   ResolveAutoCompression   measures the links when compression is auto (collective);
 //   CpuEngine::Create        once the model is loaded and the run's length is known.
 #pragma once
@@ -23,6 +24,7 @@
 #include "trainer/model/bert_params.h"
 #include "trainer/parallel/data_parallel.h"
 #include "trainer/parallel/dist_context.h"
+#include "trainer/parallel/rank_settings.h"
 #include "trainer/train/slowdown.h"
 #include "trainer/train/step_engine.h"
 
@@ -33,14 +35,15 @@ struct CpuEngineOptions {
   bool auto_compression = false;  // `compression: auto`: dp.codec is decided by the links
   // The job's distributed.powersgd_start_step; -1: max(LR warmup, a tenth of the run).
   int64_t powersgd_start_step = -1;
-  Slowdown slowdown;  // RINGMASTER_SLOWDOWN
+  Slowdown slowdown;             // RINGMASTER_SLOWDOWN
+  double slow_link_gbits = 5.0;  // RINGMASTER_SLOW_LINK_GBITS: compression auto's threshold
   // train.gradient_checkpointing: backward recomputes each encoder layer (bert_model.h).
   bool gradient_checkpointing = false;
 };
 
-// The job's settings for a CPU run: device cpu, precision auto or fp32 (half precision is
-// refused, not silently run in fp32), the sharding and the compression.
-absl::StatusOr<CpuEngineOptions> CpuEngineOptionsForJob(const JobSpec& job);
+// The CPU engine's options: the job's sharding, optimizer and bucket settings, and the rank's
+// resolved codec and tuning (`settings`, whose device is cpu and precision fp32).
+CpuEngineOptions CpuEngineOptionsFor(const JobSpec& job, const RankSettings& settings);
 
 // `compression: auto`: on ranks spread over several nodes, rank 0 times an all-reduce and every
 // rank takes its decision (int8 on a slow link, none otherwise); none on one node. Collective

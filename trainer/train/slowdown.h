@@ -2,6 +2,7 @@
 // (F - 1) x the measured time of each unit of compute (a micro-batch's forward and backward, a
 // throughput probe iteration). It stands in for a slower device, so mixed-generation planning and
 // fault tests can run on one CPU machine with "deliberately slowed ranks". Unset or 1: no effect.
+// The factor is read with the trainer's other variables (TrainerEnv, trainer/parallel/dist_env.h).
 #pragma once
 
 #include <chrono>
@@ -12,8 +13,6 @@ namespace ringmaster::trainer {
 
 class Slowdown {
  public:
-  // From RINGMASTER_SLOWDOWN; a value that is not a number >= 1 is an error naming it.
-  static absl::StatusOr<Slowdown> FromEnv();
   explicit Slowdown(double factor = 1.0) : factor_(factor) {}
 
   double factor() const { return factor_; }

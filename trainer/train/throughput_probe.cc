@@ -30,7 +30,7 @@ std::string ProbeResult::ToJson() const {
 }
 
 absl::StatusOr<ProbeResult> ProbeThroughput(const ProbeOptions& options) {
-  RM_ASSIGN_OR_RETURN(Slowdown slowdown, Slowdown::FromEnv());
+  Slowdown slowdown(options.slowdown);
   // Small enough to take a second or two on one core, large enough that GEMMs dominate.
   BertConfig c;
   c.hidden_size = 128;

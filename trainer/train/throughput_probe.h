@@ -14,6 +14,7 @@ namespace ringmaster::trainer {
 struct ProbeOptions {
   double min_seconds = 1.5;  // time at least this long after the warm-up...
   int min_steps = 3;         // ...and at least this many steps
+  double slowdown = 1.0;     // RINGMASTER_SLOWDOWN (TrainerEnv): a slower device stood in for
 };
 
 struct ProbeResult {

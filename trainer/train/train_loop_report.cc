@@ -65,10 +65,10 @@ void TrainLoop::OpenTensorBoard() {
   // --allowed-root, the directory must lie below that root, as output.dir does.
   std::string root;
   const std::string rel = fs::path(dir).lexically_relative(job_.output.dir).string();
-  const char* allowed = std::getenv("RINGMASTER_ALLOWED_ROOT");
+  const std::string allowed = AllowedRoot();
   if (!rel.empty() && !absl::StartsWith(rel, "..")) {
     root = job_.output.dir;
-  } else if (allowed != nullptr && *allowed != '\0') {
+  } else if (!allowed.empty()) {
     root = allowed;
   }
   char host[256] = {};

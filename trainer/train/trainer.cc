@@ -59,8 +59,8 @@ absl::StatusOr<std::vector<EncodedExample>> LoadEncoded(const std::string& path,
 // way (file_util.h); a link already planted where the run writes is refused here, up front, as
 // the job's fault (exit 3) rather than at the first checkpoint.
 absl::Status MakeOutputDir(const std::string& dir) {
-  const char* root = std::getenv("RINGMASTER_ALLOWED_ROOT");
-  if (root != nullptr && *root != '\0') {
+  const std::string root = AllowedRoot();
+  if (!root.empty()) {
     if (absl::Status s = MakeDirsBeneath(root, dir); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("output.dir: ", s.message()));
     }
@@ -88,7 +88,7 @@ absl::Status MakeOutputDir(const std::string& dir) {
   }
   // From here on everything below output.dir is reached from this one handle: a directory
   // swapped for a link later cannot redirect the run's writes (issue #31, finding 6a).
-  if (absl::Status s = PinRoot(dir, root != nullptr ? root : ""); !s.ok()) {
+  if (absl::Status s = PinRoot(dir, root); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("output.dir: ", s.message()));
   }
   return absl::OkStatus();
@@ -316,24 +316,22 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
   return r;
 }
 
-absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, DistContext* dist,
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job,
+                                                         const RankSettings& settings,
+                                                         DistContext* dist,
                                                          const CudaEngineFactory& cuda) {
   std::unique_ptr<Trainer> t(new Trainer());
-  // Confined by an agent's --allowed-root: no input is read through a hard link, which may be
-  // one to a file outside the root (issue #31, finding 6b).
-  if (const char* root = std::getenv("RINGMASTER_ALLOWED_ROOT"); root != nullptr && *root) {
-    SetRefuseHardLinkedInputs(true);
-  }
-  // The job's settings first: a wrong one fails before anything is loaded.
-  const bool on_cuda = job.train.device == jobspec::Device::kCuda;
+  // Confined by an agent's --allowed-root (SetAllowedRoot, at start-up): no input is read
+  // through a hard link, which may be one to a file outside the root (issue #31, finding 6b).
+  if (!AllowedRoot().empty()) SetRefuseHardLinkedInputs(true);
+  // The settings were checked when resolved (ResolveRankSettings refuses device cuda in a build
+  // without the CUDA engine): a CUDA rank without a factory is a caller's mistake.
+  const bool on_cuda = settings.device == jobspec::Device::kCuda;
   if (on_cuda && !cuda) {
-    return absl::UnimplementedError(
-        absl::StrCat(job.source, ": train.device: cuda is not available in this build"));
+    return absl::InternalError("Trainer::Create: a CUDA rank, but no CUDA engine factory");
   }
   CpuEngineOptions engine_options;
-  if (!on_cuda) {
-    RM_ASSIGN_OR_RETURN(engine_options, CpuEngineOptionsForJob(job));
-  }
+  if (!on_cuda) engine_options = CpuEngineOptionsFor(job, settings);
   if (dist == nullptr) {
     DistEnv single;
     RM_ASSIGN_OR_RETURN(
@@ -405,13 +403,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Dis
       return tokenizer->EncodePair(a, b, max_len, types);
     };
   }
-  const LoopWorld world{dist->rank(), dist->world_size(), dist->env().rank_weights,
+  const LoopWorld world{dist->rank(), dist->world_size(), settings.rank_weights,
                         dist->env().restart_count};
   TrainPlan plan = MakeTrainPlan(job, world, data.train_keys);
   std::unique_ptr<StepEngine> engine;
   if (on_cuda) {
-    RM_ASSIGN_OR_RETURN(engine, cuda(job, model.config, model.layout, model.params.data(), *dist,
-                                     plan.total_steps, plan.schedule.warmup_steps));
+    RM_ASSIGN_OR_RETURN(engine, cuda(job, settings, model.config, model.layout, model.params.data(),
+                                     *dist, plan.total_steps, plan.schedule.warmup_steps));
   } else {
     RM_ASSIGN_OR_RETURN(
         engine, CpuEngine::Create(engine_options, model.config, model.layout, model.params.data(),

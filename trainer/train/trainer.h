@@ -23,6 +23,7 @@
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/parallel/dist_context.h"
+#include "trainer/parallel/rank_settings.h"
 #include "trainer/text/wordpiece.h"
 #include "trainer/train/step_engine.h"
 #include "trainer/train/train_loop.h"
@@ -78,19 +79,22 @@ EvalResult Evaluate(BertModel<float>& model, const LoadedModel& m,
                     const std::vector<EncodedExample>& data, int batch_size,
                     std::vector<float>* logits);
 
-// Builds the step engine of `train.device: cuda` from the loaded model (its config, layout and
-// initial parameters) for this rank of `dist`, in a run of `total_steps` with `warmup_steps` of LR
-// warmup (PowerSGD's default start). A binary linked with the CUDA engine
-// (trainer/cuda/engine/cuda_engine.h) passes one to Trainer::Create; without it device cuda is
-// refused.
+// Builds the step engine of `train.device: cuda` from the job and the rank's resolved settings,
+// the loaded model (its config, layout and initial parameters) for this rank of `dist`, in a run
+// of `total_steps` with `warmup_steps` of LR warmup (PowerSGD's default start). A binary linked
+// with the CUDA engine passes one to Trainer::Create (trainer/cuda/engine/cuda_engine_factory.h).
 using CudaEngineFactory = std::function<absl::StatusOr<std::unique_ptr<StepEngine>>(
-    const JobSpec& job, const BertConfig& config, const ParamLayout& layout, const float* initial,
-    DistContext& dist, int64_t total_steps, int64_t warmup_steps)>;
+    const JobSpec& job, const RankSettings& settings, const BertConfig& config,
+    const ParamLayout& layout, const float* initial, DistContext& dist, int64_t total_steps,
+    int64_t warmup_steps)>;
 
 class Trainer {
  public:
-  // `dist` is this rank's context (null: a single process). It must outlive the trainer.
+  // `settings` are the rank's (ResolveRankSettings, which refuses what this build and machine
+  // cannot run); `dist` is this rank's context (null: a single process), which must outlive the
+  // trainer; `cuda` builds the engine of a CUDA rank.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobSpec& job,
+                                                         const RankSettings& settings,
                                                          DistContext* dist = nullptr,
                                                          const CudaEngineFactory& cuda = nullptr);
 

@@ -1,7 +1,7 @@
 // What the CUDA runtime shows this process, for `train.device: auto` (device_choice.h).
 #pragma once
 
-#include "trainer/train/device_choice.h"
+#include "trainer/parallel/device_choice.h"
 
 namespace ringmaster::trainer::cuda {
 

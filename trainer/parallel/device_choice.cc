@@ -1,4 +1,4 @@
-#include "trainer/train/device_choice.h"
+#include "trainer/parallel/device_choice.h"
 
 #include <string_view>
 

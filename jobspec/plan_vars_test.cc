@@ -1,36 +1,22 @@
-// RINGMASTER_RANK_WEIGHTS: the format the trainer's own parser reads back, empty for equal
-// shares.
-#include "coordinator/plan/rank_weights.h"
+// The plan variables' codecs: RINGMASTER_RANK_WEIGHTS round-trips through the one parser the
+// trainer reads it with, bad values are refused naming the variable; procs_per_node.
+#include "jobspec/plan_vars.h"
 
-#include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/parallel/dist_env.h"
 
-namespace ringmaster::coordinator {
+namespace ringmaster::jobspec {
 namespace {
 
 using ::testing::DoubleNear;
+using ::testing::HasSubstr;
 
-// What a trainer of rank 0 makes of `weights` in a world of weights.size() ranks.
+// What a trainer makes of `weights` in a world of `world` ranks (DistEnv reads it so).
 absl::StatusOr<std::vector<double>> TrainerReads(const std::string& weights, int world) {
-  std::map<std::string, std::string> env = {{"WORLD_SIZE", std::to_string(world)},
-                                            {"RANK", "0"},
-                                            {"MASTER_ADDR", "10.0.0.1"},
-                                            {"MASTER_PORT", "29500"},
-                                            {"RINGMASTER_RANK_WEIGHTS", weights}};
-  absl::StatusOr<trainer::DistEnv> d =
-      trainer::ParseDistEnv([&](const char* name) -> std::optional<std::string> {
-        auto it = env.find(name);
-        if (it == env.end()) return std::nullopt;
-        return it->second;
-      });
-  if (!d.ok()) return d.status();
-  return d->rank_weights;
+  return ParseRankWeights(weights, world);
 }
 
 TEST(RankWeightsTest, EqualSharesLeaveTheVariableUnset) {
@@ -70,5 +56,31 @@ TEST(RankWeightsTest, BudgetCoversFourThousandNodesOfEightGpusWithMixedSpeeds) {
   EXPECT_DOUBLE_EQ((*back)[32767], 0.6667);
 }
 
+TEST(RankWeightsTest, BadValuesAreRefusedNamingTheVariableAndTheItem) {
+  EXPECT_TRUE(ParseRankWeights("", 4)->empty());
+  for (const char* bad : {"1,x", "1,-2", "0,1", "1*0", "1*5", "inf,1", "1,,1"}) {
+    absl::StatusOr<std::vector<double>> w = ParseRankWeights(bad, 4);
+    ASSERT_FALSE(w.ok()) << bad;
+    EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(w.status().message()),
+                HasSubstr(std::string("RINGMASTER_RANK_WEIGHTS=") + bad))
+        << w.status();
+  }
+  absl::StatusOr<std::vector<double>> few = ParseRankWeights("1,2", 4);
+  ASSERT_FALSE(few.ok());
+  EXPECT_THAT(std::string(few.status().message()), HasSubstr("has 2 weights for WORLD_SIZE=4"));
+}
+
+TEST(ProcsPerNodeTest, AutoIsZeroCountsArePositiveAndAnythingElseIsNamed) {
+  EXPECT_EQ(*ParseProcsPerNode("auto"), 0);
+  EXPECT_EQ(*ParseProcsPerNode("8"), 8);
+  for (const char* bad : {"", "0", "-1", "2x", " 2", "+2", "Auto"}) {
+    absl::StatusOr<int> n = ParseProcsPerNode(bad);
+    ASSERT_FALSE(n.ok()) << bad;
+    EXPECT_THAT(std::string(n.status().message()),
+                HasSubstr(std::string("'") + bad + "' is not auto or a positive integer"));
+  }
+}
+
 }  // namespace
-}  // namespace ringmaster::coordinator
+}  // namespace ringmaster::jobspec

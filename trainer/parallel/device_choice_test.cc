@@ -1,5 +1,5 @@
 // ctest-labels: unit
-#include "trainer/train/device_choice.h"
+#include "trainer/parallel/device_choice.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
