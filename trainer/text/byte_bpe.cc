@@ -504,6 +504,12 @@ std::vector<int32_t> ByteBpeTokenizer::Encode(std::string_view text, int max_len
 std::vector<int32_t> ByteBpeTokenizer::EncodePair(std::string_view a, std::string_view b,
                                                   int max_len,
                                                   std::vector<int32_t>* type_ids) const {
+  if (b.empty() && options_.compat == jobspec::TokenizerCompat::kFast) {
+    // transformers' fast tokenizers encode (a, "") as a alone (`if text_pair` is false).
+    std::vector<int32_t> out = Encode(a, max_len);
+    type_ids->assign(out.size(), 0);
+    return out;
+  }
   std::vector<int32_t> pa = TokenizeToIds(a), pb = TokenizeToIds(b);
   const size_t budget = static_cast<size_t>(std::max(max_len, 4)) - 4;
   const size_t na = pa.size(), nb = pb.size();

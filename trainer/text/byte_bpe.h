@@ -21,6 +21,7 @@
 // TokenizerCompat::kFast reproduces the fast tokenizer in the two places where it differs:
 //   - <mask> swallows Rust's whitespace (char::is_whitespace) where the slow tokenizer swallows
 //     Python's (str.isspace, which adds U+001C-U+001F);
+//   - an empty second text of a pair makes no pair (see EncodePair);
 //   - add_prefix_space puts a space before every piece between special tokens that does not start
 //     with ' ', where the slow tokenizer puts one before the whole text unless it starts with
 //     whitespace.
@@ -86,7 +87,8 @@ class ByteBpeTokenizer {
   // A sentence pair, <s> a </s></s> b </s>, with at most `max_len` ids (max_len >= 4). Too long
   // a pair loses pieces from the end of the longer of a and b, one at a time (b when they are as
   // long): HF's truncation="longest_first". *type_ids gets all zeros (RoBERTa has one token
-  // type). Not padded.
+  // type). Not padded. In kFast mode an empty b gives Encode(a, max_len): transformers' fast
+  // tokenizers treat (a, "") as a single text, the slow one as a pair.
   std::vector<int32_t> EncodePair(std::string_view a, std::string_view b, int max_len,
                                   std::vector<int32_t>* type_ids) const;
 

@@ -154,6 +154,17 @@ TEST(ByteBpeTest, EncodeAndTruncate) {
               ElementsAre(0, hello, world, 2, 2, hello, 2));
 }
 
+TEST(ByteBpeTest, FastModeEncodesAPairWithEmptySecondTextAsOneText) {
+  const ByteBpeTokenizer slow = Make();
+  const ByteBpeTokenizer fast = Make({.compat = TokenizerCompat::kFast});
+  const int32_t hello = slow.TokenId("hello");
+  std::vector<int32_t> types;
+  EXPECT_THAT(slow.EncodePair("hello", "", 16, &types), ElementsAre(0, hello, 2, 2, 2));
+  EXPECT_THAT(fast.EncodePair("hello", "", 16, &types), ElementsAre(0, hello, 2));
+  EXPECT_THAT(types, ElementsAre(0, 0, 0));
+  EXPECT_THAT(fast.EncodePair("", "hello", 16, &types), ElementsAre(0, 2, 2, hello, 2));
+}
+
 TEST(ByteBpeTest, TokenizerJsonModelMatchesFiles) {
   const std::string dir = ::testing::TempDir() + "/byte_bpe_json_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
