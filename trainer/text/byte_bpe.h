@@ -58,10 +58,13 @@ class ByteBpeTokenizer {
 
   // Reads vocab.json (a JSON object token -> id, ids distinct and >= 0) and merges.txt (one merge
   // "a b" per line, rank = order; lines starting with "#version" are skipped, "\r\n" is read as
-  // "\n"). Errors name the file and, where there is one, the line: a missing file, malformed
-  // JSON, an id that is not a non-negative integer or is used twice, a merge line that is not two
-  // tokens separated by one space, a merge naming a token (or making one) that vocab.json lacks,
-  // a vocab without <s>, </s>, <pad> or <unk>, or without one of the 256 byte symbols.
+  // "\n": the fast tokenizer's reading. The slow one drops the first line whatever it holds,
+  // which is the same for every merges.txt that starts with its "#version" line, as the
+  // tokenizers library and transformers write them). Errors name the file and, where there is one,
+  // the line: a missing file, malformed JSON, an id that is not a non-negative integer or is used
+  // twice, a merge line that is not two tokens separated by one space, a merge naming a token (or
+  // making one) that vocab.json lacks, a vocab without <s>, </s>, <pad> or <unk>, or without one of
+  // the 256 byte symbols.
   static absl::StatusOr<ByteBpeTokenizer> FromFiles(const std::string& vocab_json_path,
                                                     const std::string& merges_path,
                                                     const ByteBpeOptions& options = {});
