@@ -159,6 +159,13 @@ absl::StatusOr<HfTokenizerSource> ReadHfTokenizer(const std::string& dir) {
     src.model_max_length = ModelMaxLength(config);
     return src;
   }
+  if (HasHfByteBpeFiles(dir)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir,
+        ": has vocab.json + merges.txt: a byte-level BPE tokenizer (RoBERTa's, GPT-2's); "
+        "training and predict take BERT-family models, whose tokenizer is WordPiece "
+        "(vocab.txt, or tokenizer.json with a WordPiece model)"));
+  }
   const std::string json_path = dir + "/tokenizer.json";
   if (fs::exists(json_path, ec)) {
     RM_ASSIGN_OR_RETURN(HfTokenizerSource src, ReadTokenizerJson(json_path, config));
@@ -167,6 +174,41 @@ absl::StatusOr<HfTokenizerSource> ReadHfTokenizer(const std::string& dir) {
   }
   return absl::NotFoundError(
       absl::StrCat(dir, ": has neither vocab.txt nor tokenizer.json (the tokenizer's vocabulary)"));
+}
+
+bool HasHfByteBpeFiles(const std::string& dir) {
+  std::error_code ec;
+  return !fs::exists(dir + "/vocab.txt", ec) && fs::exists(dir + "/vocab.json", ec) &&
+         fs::exists(dir + "/merges.txt", ec);
+}
+
+absl::StatusOr<HfByteBpeTokenizer> ReadHfByteBpeTokenizer(
+    const std::string& dir, std::optional<jobspec::TokenizerCompat> compat) {
+  for (const char* name : {"tokenizer_config.json", "vocab.json", "merges.txt", "tokenizer.json"}) {
+    RM_RETURN_IF_ERROR(CheckModelPathBeneathRoot(absl::StrCat(dir, "/", name)));
+  }
+  const nlohmann::json config = ReadTokenizerConfig(dir);
+  RM_ASSIGN_OR_RETURN(const jobspec::TokenizerCompat recorded, ReadCompat(dir, config));
+  ByteBpeOptions options{.compat = compat.value_or(recorded)};
+  if (config.is_object()) {
+    auto it = config.find("add_prefix_space");
+    if (it != config.end() && it->is_boolean()) options.add_prefix_space = it->get<bool>();
+  }
+  std::error_code ec;
+  const std::string vocab = dir + "/vocab.json", merges = dir + "/merges.txt";
+  if (fs::exists(vocab, ec) || fs::exists(merges, ec)) {
+    RM_ASSIGN_OR_RETURN(ByteBpeTokenizer t, ByteBpeTokenizer::FromFiles(vocab, merges, options));
+    return HfByteBpeTokenizer{std::move(t), ModelMaxLength(config), vocab + " + " + merges};
+  }
+  const std::string json_path = dir + "/tokenizer.json";
+  if (fs::exists(json_path, ec)) {
+    RM_ASSIGN_OR_RETURN(ByteBpeTokenizer t,
+                        ByteBpeTokenizer::FromTokenizerJson(json_path, options));
+    return HfByteBpeTokenizer{std::move(t), ModelMaxLength(config), json_path};
+  }
+  return absl::NotFoundError(absl::StrCat(
+      dir,
+      ": has neither vocab.json + merges.txt nor tokenizer.json (a byte-level BPE tokenizer)"));
 }
 
 std::string TokenizerConfigJson(bool do_lower_case, int model_max_length,

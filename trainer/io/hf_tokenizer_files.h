@@ -2,14 +2,17 @@
 // transformers reads (vocab.txt, tokenizer_config.json, special_tokens_map.json and the fast
 // tokenizer's tokenizer.json), so that AutoTokenizer and pipeline load the directory directly and
 // truncate at the length the model was trained with. A directory that has tokenizer.json but no
-// vocab.txt (many on the hub) is read from tokenizer.json.
+// vocab.txt (many on the hub) is read from tokenizer.json. RoBERTa's byte-level BPE files
+// (vocab.json + merges.txt) are recognised and read into a ByteBpeTokenizer.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "jobspec/job_settings.h"
+#include "trainer/text/byte_bpe.h"
 
 namespace ringmaster::trainer {
 
@@ -39,8 +42,27 @@ inline constexpr char kTokenizerCompatKey[] = "ringmaster_tokenizer_compat";
 // "handle_chinese_chars" true: the combinations BertTokenizer's do_lower_case gives, the only
 // ones the trainer's tokenizer implements). Either way `compat` is tokenizer_config.json's
 // kTokenizerCompatKey. Errors name the file and what is missing or unsupported (including a
-// kTokenizerCompatKey that is not "slow" or "fast").
+// kTokenizerCompatKey that is not "slow" or "fast"). A directory without vocab.txt that has
+// vocab.json + merges.txt (RoBERTa's layout) is an error saying it is a byte-level BPE tokenizer,
+// which ReadHfByteBpeTokenizer reads.
 absl::StatusOr<HfTokenizerSource> ReadHfTokenizer(const std::string& dir);
+
+// A directory's byte-level BPE tokenizer (RoBERTa's and GPT-2's layout), for ByteBpeTokenizer.
+struct HfByteBpeTokenizer {
+  ByteBpeTokenizer tokenizer;
+  // tokenizer_config.json's model_max_length, as in HfTokenizerSource.
+  int model_max_length = 0;
+  std::string source;  // the file(s) the vocabulary came from, for messages
+};
+
+// True when DIR has no vocab.txt but vocab.json and merges.txt: a RoBERTa-style directory.
+bool HasHfByteBpeFiles(const std::string& dir);
+
+// Reads DIR's byte-level BPE tokenizer: DIR/vocab.json + DIR/merges.txt, else DIR/tokenizer.json's
+// BPE model; add_prefix_space from tokenizer_config.json (false when absent, as RobertaTokenizer's
+// default), compat from its kTokenizerCompatKey unless `compat` is given. Errors name the file.
+absl::StatusOr<HfByteBpeTokenizer> ReadHfByteBpeTokenizer(
+    const std::string& dir, std::optional<jobspec::TokenizerCompat> compat = std::nullopt);
 
 // The files an export writes beside vocab.txt. `vocab` is by id; `model_max_length` is the
 // length the model was trained with ([CLS] and [SEP] included), which transformers truncates at.
