@@ -52,15 +52,13 @@
 #include "trainer/optim/adamw.h"
 #include "trainer/parallel/compression.h"
 #include "trainer/parallel/grad_buckets.h"
+#include "trainer/parallel/sharding_plan.h"
 #include "trainer/parallel/unit_shards.h"
 #include "trainer/train/sharded_checkpoint.h"
 
 namespace ringmaster::trainer {
 
-// The job's distributed.sharding (jobspec/job_settings.h, which owns the names).
 using jobspec::Compression;
-using jobspec::Sharding;
-inline std::string_view ShardingName(Sharding s) { return jobspec::SettingName(s); }
 
 struct DataParallelOptions {
   Sharding sharding = Sharding::kNoShard;
@@ -84,21 +82,6 @@ struct DataParallelOptions {
 // `powersgd_rank`; auto leaves the codec none, for the trainer to decide once the ranks can
 // measure their links. The one place the job-level setting maps to a WireCodec.
 void SetCompression(Compression compression, int powersgd_rank, DataParallelOptions* options);
-
-// The matrices PowerSGD compresses: every 2-D parameter of the layout (flat offsets), or with
-// `shards` (hybrid_shard: PowerSGD across nodes on the shard gradients) the whole rows of each
-// that lie in this rank's shard of its unit (offsets in the local buffer). Shared with the CUDA
-// engine (trainer/cuda/parallel/cuda_data_parallel.h).
-std::vector<MatrixRange> PowerSgdMatricesFor(const ParamLayout& layout, const UnitShards* shards);
-
-// The communicators the engine runs on. `world` spans every rank. For hybrid_shard, `intra` is
-// this node's ranks (the shard group) and `inter` the ranks with this rank's local index on
-// every node; both null otherwise.
-struct DataParallelComms {
-  Communicator* world = nullptr;
-  Communicator* intra = nullptr;
-  Communicator* inter = nullptr;
-};
 
 // Bytes sent by this rank per operation kind: what the data would take in fp32 ("raw") and what
 // went on the wire.
@@ -175,22 +158,24 @@ class DataParallel : public UnitAccess<float> {
  private:
   using Unit = UnitShard;
 
-  DataParallel(const ParamLayout& layout, const DataParallelOptions& options,
-               const DataParallelComms& comms);
-  bool sharded_params() const;  // full_shard / hybrid_shard
-  bool PowerSgdNow() const;     // PowerSGD configured and past its start step
-  bool full_params() const { return !sharded_params(); }
+  DataParallel(const ParamLayout& layout, const DataParallelOptions& options, ShardingPlan plan);
+  bool PowerSgdNow() const;  // PowerSGD configured and past its start step
+  const ShardingTraits& traits() const { return plan_.traits(); }
+  const std::vector<Unit>& units() const { return plan_.units(); }
+  Communicator* group() const { return plan_.group(); }
+  int group_size() const { return plan_.parts().group_size; }
+  // The gradients AdamW updates: the full ones, or the local shards.
+  std::vector<float>& update_grads() { return traits().shard_grads ? shard_grads_ : full_grads_; }
   void Fail(const absl::Status& s);
-  absl::Status GatherShards(std::vector<float>* out);  // full params from the shards
+  // Full params from the shards; `count`: in the gather bytes (the step's publication).
+  absl::Status GatherShards(std::vector<float>* out, bool count = false);
   void IssueGather(int unit);
   void WaitGather(int unit);
   // Reduce-scatters `padded` (shard·group floats of unit `unit`) into the unit's shard of
   // shard_grads_ (accumulating), with the configured codec.
   absl::Status ReduceScatterUnit(int unit, const float* padded);
   // Sum-all-reduce of data[0..n) over `comm` with the configured codec; residuals and
-  // zero-block skipping state by key (-1 = hybrid_shard's cross-node all-reduce, 0..U-1 =
-  // no_shard's buckets by their launching (lowest) unit, U.. = PowerSGD's all-reduces). Counts
-  // raw and wire bytes.
+  // zero-block skipping state by key (AllReduceKeys). Counts raw and wire bytes.
   absl::Status CompressedAllReduce(Communicator* comm, float* data, size_t n, int key);
   // The same with `codec`, counting wire bytes only.
   absl::Status ReplicatedAllReduce(Communicator* comm, WireCodec codec, float* data, size_t n,
@@ -201,12 +186,7 @@ class DataParallel : public UnitAccess<float> {
 
   ParamLayout layout_;
   DataParallelOptions options_;
-  DataParallelComms comms_;
-  Communicator* group_ = nullptr;  // the shard group: world, or intra for hybrid
-  int group_rank_ = 0, group_size_ = 1;
-  std::vector<Unit> units_;
-  size_t local_total_ = 0;
-  GradBuckets buckets_;  // no_shard's all-reduces
+  ShardingPlan plan_;
 
   // Persistent state.
   std::vector<float> full_params_, full_grads_;    // no_shard, shard_grad_op
@@ -223,15 +203,7 @@ class DataParallel : public UnitAccess<float> {
   std::vector<std::shared_ptr<Work>> reduce_work_;
   std::vector<float> padded_scratch_;  // shard_grad_op: a unit's gradients, padded
   TwoStageScratch allreduce_scratch_;  // CompressedAllReduce's buffers (communication thread)
-  // Zero-block skipping, per all-reduce key: whether the last probe found the key's gradient
-  // sparse, and calls since it (communication thread).
-  struct SkipProbe {
-    bool sparse = true;  // probe on the first call
-    int dense_calls = 0;
-  };
-  static constexpr int kReprobeCalls = 64;
-  static constexpr int kPowerSgdCalls = 3;  // PowerSgd::AllReduce's all-reduces per call
-  std::vector<SkipProbe> skip_probe_;
+  ZeroBlockSkip skip_;                 // per all-reduce key (communication thread)
 
   bool training_ = false, last_micro_ = true, backward_ = false;
   std::atomic<int64_t> transient_bytes_{0};

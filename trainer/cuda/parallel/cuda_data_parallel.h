@@ -22,7 +22,11 @@
 // gradient reductions as on the CPU engine: a reduce-scatter becomes an all-to-all of encoded
 // blocks that each owner decodes and adds in rank order (int8 keeps the quantisation error of
 // what it sent, per unit); an all-reduce (no_shard's per bucket, hybrid_shard's across nodes) is
-// the two-stage compressed all-reduce with zero-chunk skipping (device_two_stage_allreduce.h).
+// the two-stage compressed all-reduce (device_two_stage_allreduce.h). All-reduces skip zero
+// blocks by the CPU engine's rule (`skip_zero_blocks`, ZeroBlockSkip in
+// trainer/parallel/sharding_plan.h), uncompressed ones and PowerSGD's included.
+// The strategy, its checks, partition, buckets, checkpoint ranges and norm ownership are the CPU
+// engine's (ShardingPlan); this file implements them on device buffers and streams.
 // PowerSGD (device_powersgd.h) replaces the replicated all-reduces once the optimizer has taken
 // `powersgd_start_step` steps: no_shard's whole gradient after backward, hybrid_shard's shard
 // gradients across nodes.
@@ -71,6 +75,7 @@
 #include "trainer/optim/adamw.h"
 #include "trainer/parallel/data_parallel.h"
 #include "trainer/parallel/grad_buckets.h"
+#include "trainer/parallel/sharding_plan.h"
 #include "trainer/parallel/unit_shards.h"
 #include "trainer/parallel/wire_codec.h"
 
@@ -83,6 +88,8 @@ struct CudaCompression {
   int powersgd_rank = 4;
   int64_t powersgd_start_step = 0;  // optimizer steps all-reduced exactly first
   uint64_t seed = 0;                // PowerSGD's initial Q
+  // All-reduces skip 256-value blocks zero on every rank (distributed.skip_zero_blocks).
+  bool skip_zero_blocks = true;
 };
 
 // What the ranks' reductions of one step add up to.
@@ -104,7 +111,7 @@ class CudaDataParallel : public UnitAccess<float> {
   CudaDataParallel(const CudaDataParallel&) = delete;
   CudaDataParallel& operator=(const CudaDataParallel&) = delete;
 
-  Sharding sharding() const { return sharding_; }
+  Sharding sharding() const { return plan_.sharding(); }
   int world_size() const { return world_size_; }
 
   // Step protocol (as DataParallel's): BeginStep; per micro-batch BeginMicroBatch, the model's
@@ -126,8 +133,8 @@ class CudaDataParallel : public UnitAccess<float> {
   // the squares of the reduced gradients and `flag`. Reads back to the host (synchronises).
   absl::StatusOr<ReducedStep> Reduce(double local_loss, float flag);
   // The reduced gradients this rank updates: full (no_shard) or its shards (device).
-  float* update_grads() { return sharding_ == Sharding::kNoShard ? full_grads_ : shard_grads_; }
-  size_t update_size() const { return sharding_ == Sharding::kNoShard ? n_ : local_total_; }
+  float* update_grads() { return traits().shard_grads ? shard_grads_ : full_grads_; }
+  size_t update_size() const { return plan_.update_size(); }
   // AdamW step `step` (1-based) with `lr` on this rank's part, then (shard_grad_op) the updated
   // shards all-gathered into the full parameters. Collective for shard_grad_op.
   absl::Status Update(int64_t step, double lr, const AdamWOptions& adam);
@@ -184,9 +191,9 @@ class CudaDataParallel : public UnitAccess<float> {
 
  private:
   CudaDataParallel() = default;
-  bool sharded_params() const {
-    return sharding_ == Sharding::kFullShard || sharding_ == Sharding::kHybridShard;
-  }
+  const ShardingTraits& traits() const { return plan_.traits(); }
+  const UnitShards& parts() const { return plan_.parts(); }
+  Communicator* group() const { return plan_.group(); }
   CommStream stream() const { return CommStream(cur_); }
   // A comm phase: from construction, collective work is enqueued on the communication stream,
   // after the compute issued so far; on destruction back to the compute stream (no join).
@@ -219,12 +226,14 @@ class CudaDataParallel : public UnitAccess<float> {
   absl::Status PublishShards();
   absl::Status ReserveSmall(size_t bytes);  // small_ holds at least `bytes`
   // Sum-all-reduce of data[0..n) over `comm` (compressed with the codec, the int8 residual at
-  // `residual`), counting bytes.
-  absl::Status AllReduceGrads(Communicator& comm, float* data, size_t n, float* residual);
+  // `residual`, zero blocks skipped by key: AllReduceKeys), timed, counting bytes.
+  absl::Status AllReduceGrads(Communicator& comm, float* data, size_t n, float* residual, int key);
+  // The same with `codec`, untimed, counting wire bytes only; `wait`: the host waits for a
+  // plain all-reduce's Work (the two-stage one always waits).
+  absl::Status ReplicatedAllReduce(Communicator& comm, WireCodec codec, float* data, size_t n,
+                                   float* residual, int key, bool wait);
 
-  Sharding sharding_ = Sharding::kNoShard;
-  DataParallelComms comms_;
-  Communicator* group_ = nullptr;  // the shard group: world, or intra under hybrid_shard
+  ShardingPlan plan_;
   int world_size_ = 1;
   cudaStream_t stream_ = nullptr;       // compute
   cudaStream_t comm_stream_ = nullptr;  // communication (world > 1)
@@ -233,9 +242,7 @@ class CudaDataParallel : public UnitAccess<float> {
   uint64_t phases_ = 0,
            joined_ = 0;  // comm phases begun; the last one the compute stream waited for
   size_t n_ = 0;
-  UnitShards parts_;
-  GradBuckets buckets_;  // no_shard's all-reduces
-  size_t local_total_ = 0, max_padded_ = 0;
+  size_t max_padded_ = 0;
 
   // Device buffers (null where the strategy has none).
   float *full_params_ = nullptr, *full_grads_ = nullptr;
@@ -262,6 +269,7 @@ class CudaDataParallel : public UnitAccess<float> {
   uint8_t *send_ = nullptr, *recv_ = nullptr;
   size_t stride_ = 0;
   std::unique_ptr<DeviceTwoStageScratch> two_stage_;
+  ZeroBlockSkip skip_{false, 0};
   void* small_ = nullptr;  // staging for host values
   size_t small_bytes_ = 0;
   size_t persistent_bytes_ = 0;
