@@ -80,24 +80,14 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
     PowerSgdOptions po;
     po.rank = options.powersgd_rank;
     po.seed = options.seed;
-    dp->powersgd_ = std::make_unique<PowerSgd>(dp->plan_.PowerSgdMatrices(layout),
-                                               dp->plan_.PowerSgdFloats(), po);
+    dp->powersgd_ =
+        std::make_unique<PowerSgd>(dp->plan_.PowerSgdMatrices(layout), dp->plan_.update_size(), po);
   }
   return dp;
 }
 
 bool DataParallel::PowerSgdNow() const {
   return powersgd_ != nullptr && opt_->step() >= options_.powersgd_start_step;
-}
-
-void DataParallel::Fail(const absl::Status& s) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (failure_.ok()) failure_ = s;
-}
-
-absl::Status DataParallel::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return failure_;
 }
 
 void DataParallel::Track(ptrdiff_t delta) {
@@ -110,12 +100,6 @@ void DataParallel::Track(ptrdiff_t delta) {
 void DataParallel::BeginStep() {
   std::fill(full_grads_.begin(), full_grads_.end(), 0.0f);
   std::fill(shard_grads_.begin(), shard_grads_.end(), 0.0f);
-}
-
-void DataParallel::BeginMicroBatch(bool last_of_step, bool training) {
-  last_micro_ = last_of_step;
-  training_ = training;
-  backward_ = false;
 }
 
 void DataParallel::IssueGather(int unit) {
@@ -278,16 +262,6 @@ absl::Status DataParallel::PowerSgdAllReduce(Communicator* comm, float* grads) {
   });
 }
 
-void DataParallel::RunEmptyMicroBatch(int num_units) {
-  backward_ = false;
-  RunUnitsWithoutCompute(*this, num_units, /*with_backward=*/true, [this] { backward_ = true; });
-}
-
-void DataParallel::RunEmptyForward(int num_units) {
-  backward_ = false;
-  RunUnitsWithoutCompute(*this, num_units, /*with_backward=*/false, [] {});
-}
-
 absl::StatusOr<DataParallel::StepResult> DataParallel::FinishStep(double local_loss, double lr,
                                                                   double max_grad_norm,
                                                                   float flag) {
@@ -381,19 +355,13 @@ void DataParallel::CopyForSave(std::vector<float>* params, std::vector<float>* e
   params->clear();
   exp_avg->clear();
   exp_avg_sq->clear();
-  const ShardRanges r = SaveRanges();
-  auto span = [&](size_t b, size_t e, const std::vector<float>& p) {
-    params->insert(params->end(), p.begin() + b, p.begin() + e);
-    exp_avg->insert(exp_avg->end(), opt_->exp_avg().begin() + b, opt_->exp_avg().begin() + e);
+  const std::vector<float>& p = traits().shard_grads ? shard_params_ : full_params_;
+  for (const auto& [b, n] : plan_.LocalSpans(SaveRanges())) {
+    params->insert(params->end(), p.begin() + b, p.begin() + b + n);
+    exp_avg->insert(exp_avg->end(), opt_->exp_avg().begin() + b, opt_->exp_avg().begin() + b + n);
     exp_avg_sq->insert(exp_avg_sq->end(), opt_->exp_avg_sq().begin() + b,
-                       opt_->exp_avg_sq().begin() + e);
-  };
-  if (!traits().shard_grads) {
-    for (const auto& [b, e] : r.ranges) span(b, e, full_params_);
-    return;
+                       opt_->exp_avg_sq().begin() + b + n);
   }
-  if (r.ranges.empty()) return;
-  for (const Unit& u : units()) span(u.local, u.local + u.valid, shard_params_);
 }
 
 absl::Status DataParallel::LoadFrom(const LoadedShard& shard, int64_t optimizer_step) {
@@ -402,18 +370,13 @@ absl::Status DataParallel::LoadFrom(const LoadedShard& shard, int64_t optimizer_
     return absl::InternalError("checkpoint shard does not match this rank's ranges");
   }
   opt_->set_step(optimizer_step);
-  if (!traits().shard_grads) {
-    full_params_ = shard.params;
-    opt_->exp_avg() = shard.exp_avg;
-    opt_->exp_avg_sq() = shard.exp_avg_sq;
-    return absl::OkStatus();
-  }
+  std::vector<float>& p = traits().shard_grads ? shard_params_ : full_params_;
   size_t pos = 0;
-  for (const Unit& u : units()) {
-    std::copy_n(shard.params.begin() + pos, u.valid, shard_params_.begin() + u.local);
-    std::copy_n(shard.exp_avg.begin() + pos, u.valid, opt_->exp_avg().begin() + u.local);
-    std::copy_n(shard.exp_avg_sq.begin() + pos, u.valid, opt_->exp_avg_sq().begin() + u.local);
-    pos += u.valid;
+  for (const auto& [b, n] : plan_.LocalSpans(want)) {
+    std::copy_n(shard.params.begin() + pos, n, p.begin() + b);
+    std::copy_n(shard.exp_avg.begin() + pos, n, opt_->exp_avg().begin() + b);
+    std::copy_n(shard.exp_avg_sq.begin() + pos, n, opt_->exp_avg_sq().begin() + b);
+    pos += n;
   }
   // shard_grad_op: rebuild the full parameters from the loaded shards (collective).
   if (traits().publish_shards()) RM_RETURN_IF_ERROR(GatherShards(&full_params_));

@@ -1,36 +1,7 @@
-// The data-parallel engine: FSDP-style sharding of parameters, gradients and AdamW state over a
-// communicator, with optional gradient compression on the wire. Backend-independent: it talks
-// only to the Communicator interface (Gloo on CPU today), so the same code runs every strategy
-// at any world size, including 1.
-//
-// Strategies (the job spec's `distributed.sharding`):
-//   no_shard       DDP: full parameters, gradients and optimizer state on every rank; after the
-//                  last micro-batch of a step each unit's gradients are all-reduced as soon as
-//                  backward has finished with them, overlapping the rest of backward. With
-//                  `bucket_cap_bytes` consecutive units are reduced together, one all-reduce per
-//                  bucket once backward has finished its last unit (grad_buckets.h).
-//   shard_grad_op  ZeRO-2: full parameters; each unit's gradients are reduce-scattered to their
-//                  owner; AdamW state and the update exist only for the local shard; the updated
-//                  shards are all-gathered back into the full parameters.
-//   full_shard     ZeRO-3: only the local shard of every unit is kept. A unit is all-gathered
-//                  just before use (the next one is prefetched while this one computes) and
-//                  freed after; its gradients are reduce-scattered after every micro-batch.
-//   hybrid_shard   full_shard inside a node (intra-node communicator), replicas across nodes:
-//                  the shard gradients are all-reduced across nodes (inter-node communicator).
-//
-// Units are the layout's units (embeddings, each encoder layer, the head). Each unit is padded
-// to a multiple of the shard-group size and cut into equal contiguous shards: rank r of the
-// group owns elements [r·s, (r+1)·s) of every unit.
-//
-// Compression (the job spec's `distributed.compression`) acts on gradient reductions:
-//   fp16 / bf16 / int8  every reduce-scatter becomes an all-to-all of encoded blocks, decoded and
-//                  summed by the owner; an all-reduce is that plus an all-gather of the encoded
-//                  sums. int8 uses error feedback: each sender keeps the quantisation error of
-//                  what it sent and adds it to the next step's gradients (a residual the size of
-//                  the unit for the reduce-scatter stage, the size of its shard for the second).
-//   powersgd       rank-r PowerSGD with error feedback on the replicated dimension: the whole
-//                  gradient under no_shard, the cross-node all-reduce under hybrid_shard.
-//                  Other strategies reject it.
+// The CPU data-parallel engine: the strategies, units and compression of sharding_plan.h over
+// host buffers, its collectives issued on a communication thread (CommQueue) so that they
+// overlap compute. Backend-independent: it talks only to the Communicator interface (Gloo on CPU
+// today), so the same code runs every strategy at any world size, including 1.
 #pragma once
 
 #include <atomic>
@@ -53,6 +24,7 @@
 #include "trainer/parallel/compression.h"
 #include "trainer/parallel/grad_buckets.h"
 #include "trainer/parallel/sharding_plan.h"
+#include "trainer/parallel/unit_pass.h"
 #include "trainer/parallel/unit_shards.h"
 #include "trainer/train/sharded_checkpoint.h"
 
@@ -95,7 +67,7 @@ struct MemoryStats {
   size_t peak_transient_bytes = 0;  // gathered units + unit gradients + comm scratch, peak
 };
 
-class DataParallel : public UnitAccess<float> {
+class DataParallel : public UnitPass {
  public:
   // `initial` holds the full parameters (layout.total), identical on every rank.
   static absl::StatusOr<std::unique_ptr<DataParallel>> Create(const ParamLayout& layout,
@@ -104,16 +76,8 @@ class DataParallel : public UnitAccess<float> {
                                                               const float* initial);
   ~DataParallel() override;
 
-  // Step protocol: BeginStep, then for each micro-batch BeginMicroBatch(last) and the model's
-  // Forward + Backward over this access (or RunEmptyMicroBatch for a rank with no samples in
-  // that micro-batch), then FinishStep.
+  // Step protocol: BeginStep, then each micro-batch's pass (UnitPass), then FinishStep.
   void BeginStep();
-  void BeginMicroBatch(bool last_of_step, bool training);
-  void BeginBackward() { backward_ = true; }
-  // Drives the same collectives as a Forward + Backward with zero gradients.
-  void RunEmptyMicroBatch(int num_units);
-  // Drives the same collectives as a Forward (evaluation on a rank without rows left).
-  void RunEmptyForward(int num_units);
 
   struct StepResult {
     double loss = 0;       // global mean loss of the step (sum of the ranks' weighted parts)
@@ -124,9 +88,6 @@ class DataParallel : public UnitAccess<float> {
   // `local_loss` is this rank's Σ loss·weight.
   absl::StatusOr<StepResult> FinishStep(double local_loss, double lr, double max_grad_norm,
                                         float flag = 0);
-
-  // First communication failure so far (model code cannot return a Status mid-pass).
-  absl::Status status() const;
 
   // Sum over all ranks of `values` (small vectors: metrics, eval counts).
   absl::Status AllReduceWorld(std::vector<float>* values);
@@ -166,7 +127,6 @@ class DataParallel : public UnitAccess<float> {
   int group_size() const { return plan_.parts().group_size; }
   // The gradients AdamW updates: the full ones, or the local shards.
   std::vector<float>& update_grads() { return traits().shard_grads ? shard_grads_ : full_grads_; }
-  void Fail(const absl::Status& s);
   // Full params from the shards; `count`: in the gather bytes (the step's publication).
   absl::Status GatherShards(std::vector<float>* out, bool count = false);
   void IssueGather(int unit);
@@ -205,13 +165,10 @@ class DataParallel : public UnitAccess<float> {
   TwoStageScratch allreduce_scratch_;  // CompressedAllReduce's buffers (communication thread)
   ZeroBlockSkip skip_;                 // per all-reduce key (communication thread)
 
-  bool training_ = false, last_micro_ = true, backward_ = false;
   std::atomic<int64_t> transient_bytes_{0};
   std::atomic<int64_t> peak_transient_bytes_{0};
   CommCounters counters_;
-  mutable std::mutex mu_;
-  absl::Status failure_;  // guarded by mu_
-  CommQueue queue_;       // last: its worker stops before the buffers above go away
+  CommQueue queue_;  // last: its worker stops before the buffers above go away
 };
 
 }  // namespace ringmaster::trainer

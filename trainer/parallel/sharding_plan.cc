@@ -102,6 +102,18 @@ ShardRanges ShardingPlan::LoadRanges() const {
   return parts_.Owned();
 }
 
+std::vector<std::pair<size_t, size_t>> ShardingPlan::LocalSpans(const ShardRanges& ranges) const {
+  std::vector<std::pair<size_t, size_t>> spans;
+  if (!traits_.shard_grads) {
+    for (const auto& [b, e] : ranges.ranges) spans.emplace_back(b, e - b);
+  } else if (!ranges.ranges.empty()) {  // the ranges are the units' owned parts, in order
+    for (const UnitShard& u : parts_.units) {
+      if (u.valid > 0) spans.emplace_back(u.local, u.valid);
+    }
+  }
+  return spans;
+}
+
 std::vector<AdamWRange> ShardingPlan::DecayRanges(const ParamLayout& layout) const {
   std::vector<AdamWRange> ranges;
   if (!traits_.shard_grads) {

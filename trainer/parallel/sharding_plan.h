@@ -1,18 +1,37 @@
-// What the two data-parallel engines (data_parallel.h on the CPU,
-// trainer/cuda/parallel/cuda_data_parallel.h on the GPU) decide alike, written once:
-//   ShardingTraits  the job's distributed.sharding resolved into the few facts the engines act
-//                   on (as FSDP's HandleShardingStrategy); the one place the enum is tested.
-//   ShardingPlan    the checks of a strategy against its settings and communicators, the shard
-//                   group, the unit partition (unit_shards.h), no_shard's buckets
-//                   (grad_buckets.h), which rank counts an element in the gradient norm, the
-//                   checkpoint ranges, the AdamW weight-decay ranges of the updated part, and
-//                   PowerSGD's matrices.
-//   ZeroBlockSkip   when an all-reduce of replicated gradients skips zero blocks
-//                   (distributed.skip_zero_blocks): the probe state per all-reduce key.
+// FSDP-style data parallelism, what the two engines (data_parallel.h on the CPU,
+// trainer/cuda/parallel/cuda_data_parallel.h on the GPU) decide alike, written once here.
+//
+// Strategies (distributed.sharding), resolved once into ShardingTraits (as FSDP's
+// HandleShardingStrategy; the one place the enum is tested):
+//   no_shard       DDP: full parameters, gradients and AdamW state on every rank; in the step's
+//                  last micro-batch each bucket of consecutive units (grad_buckets.h; one unit
+//                  without bucket_cap_bytes) is all-reduced when backward is done with it,
+//                  overlapping the rest of backward.
+//   shard_grad_op  ZeRO-2: full parameters; in the last micro-batch each unit's gradients are
+//                  reduce-scattered to their owners; AdamW updates the local shards, which are
+//                  then all-gathered into the full parameters.
+//   full_shard     ZeRO-3: only the local shard of each unit is kept; a unit is all-gathered just
+//                  before use (the next one prefetched) and freed after (the head is kept from
+//                  forward into backward); its gradients are reduce-scattered after every
+//                  micro-batch.
+//   hybrid_shard   full_shard inside a node (intra), replicas across nodes: the shard gradients
+//                  are all-reduced across nodes (inter) after backward.
+// Units are the layout's units (unit_shards.h): padded to a multiple of the shard group and cut
+// into equal shards, so both engines' checkpoints name the same ranges.
+//
+// Compression (distributed.compression) acts on the gradient reductions, alike on both engines
+// (the same wire formats, wire_codec.h): with fp16 / bf16 / int8 a reduce-scatter is an
+// all-to-all of encoded blocks each owner decodes and adds in rank order, an all-reduce the
+// two-stage compressed all-reduce (two_stage_allreduce.h); int8 keeps each sender's quantisation
+// error (per unit for reduce-scatters, per all-reduce key). powersgd (powersgd.h) compresses the
+// replicated gradients (no_shard's, hybrid_shard's across nodes) once the optimizer has taken
+// powersgd_start_step steps. All-reduces skip zero blocks (distributed.skip_zero_blocks) by
+// ZeroBlockSkip's rule.
 #pragma once
 
 #include <cstddef>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -138,13 +157,15 @@ class ShardingPlan {
   // Checkpoints: the ranges this rank writes (together they tile the layout) and those it holds.
   ShardRanges SaveRanges() const;
   ShardRanges LoadRanges() const;
+  // Those ranges as (offset, count) spans of this rank's updated buffers (the full parameters
+  // and moments, or the local shards), in range order.
+  std::vector<std::pair<size_t, size_t>> LocalSpans(const ShardRanges& ranges) const;
   // The ranges [first, last) of the updated part (update_size() floats) and whether AdamW
   // decays them.
   std::vector<AdamWRange> DecayRanges(const ParamLayout& layout) const;
-  // PowerSGD's matrices (PowerSgdMatricesFor) for the replicated gradients of this strategy.
+  // PowerSGD's matrices in the replicated gradients (of update_size() floats): every 2-D
+  // parameter, or under hybrid_shard the whole rows of each in this rank's shards.
   std::vector<MatrixRange> PowerSgdMatrices(const ParamLayout& layout) const;
-  // The replicated gradients PowerSGD compresses, in floats (full or the local shards).
-  size_t PowerSgdFloats() const { return update_size(); }
 
  private:
   Sharding sharding_ = Sharding::kNoShard;

@@ -130,7 +130,7 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
     po.rank = compression.powersgd_rank;
     po.seed = compression.seed;
     RM_ASSIGN_OR_RETURN(dp->powersgd_, DevicePowerSgd::Create(dp->plan_.PowerSgdMatrices(layout),
-                                                              dp->plan_.PowerSgdFloats(), po));
+                                                              dp->plan_.update_size(), po));
   }
   dp->gathered_.assign(U, nullptr);
   dp->prefetched_.assign(U, false);
@@ -171,16 +171,6 @@ CudaDataParallel::~CudaDataParallel() {
     if (p != nullptr) cudaFree(p);
   }
   for (float* p : all_pooled_) cudaFree(p);
-}
-
-void CudaDataParallel::Fail(const absl::Status& s) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (failure_.ok()) failure_ = s;
-}
-
-absl::Status CudaDataParallel::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return failure_;
 }
 
 absl::Status CudaDataParallel::Settle() {
@@ -256,12 +246,6 @@ absl::Status CudaDataParallel::BeginStep() {
         cudaMemsetAsync(shard_grads_, 0, parts().local_total * sizeof(float), stream_));
   }
   return absl::OkStatus();
-}
-
-void CudaDataParallel::BeginMicroBatch(bool last_of_step, bool training) {
-  last_micro_ = last_of_step;
-  training_ = training;
-  backward_ = false;
 }
 
 absl::Status CudaDataParallel::PublishShards() {

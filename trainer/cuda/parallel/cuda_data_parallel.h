@@ -1,35 +1,9 @@
 // The CUDA engine's parameters, gradients and AdamW state, held on one device and, with several
-// ranks, sharded FSDP-style over a communicator whose collectives take device buffers (NCCL).
-// The GPU counterpart of trainer/parallel/data_parallel.h, with its strategies and its partition
-// (trainer/parallel/unit_shards.h), so a checkpoint names the same ranges on either engine:
-//   no_shard       full parameters, gradients and moments on every rank; each unit's gradients
-//                  are all-reduced when backward is done with them in the step's last
-//                  micro-batch, or with `bucket_cap_bytes` each bucket of consecutive units when
-//                  backward is done with its last (trainer/parallel/grad_buckets.h, the CPU's).
-//   shard_grad_op  full parameters; each unit's gradients are reduce-scattered to their owners
-//                  in the last micro-batch; AdamW updates the local shards, which are then
-//                  all-gathered into the full parameters.
-//   full_shard     only the local shard of every unit is kept; a unit is all-gathered into a
-//                  pooled buffer when the model acquires it, and its gradients (a pooled,
-//                  zeroed buffer per unit) are reduce-scattered and added to the shard after
-//                  every micro-batch.
-//   hybrid_shard   full_shard within the intra-node group, then the shard gradients all-reduced
-//                  across nodes (the inter-node group).
-// A world of one holds everything (no_shard) and issues no collective.
-//
-// Compression (`codec`: fp16, bf16, int8 with error feedback; the wire formats of
-// trainer/parallel/wire_codec.h, encoded and decoded on the GPU by wire_codec_gpu.h) acts on the
-// gradient reductions as on the CPU engine: a reduce-scatter becomes an all-to-all of encoded
-// blocks that each owner decodes and adds in rank order (int8 keeps the quantisation error of
-// what it sent, per unit); an all-reduce (no_shard's per bucket, hybrid_shard's across nodes) is
-// the two-stage compressed all-reduce (device_two_stage_allreduce.h). All-reduces skip zero
-// blocks by the CPU engine's rule (`skip_zero_blocks`, ZeroBlockSkip in
-// trainer/parallel/sharding_plan.h), uncompressed ones and PowerSGD's included.
-// The strategy, its checks, partition, buckets, checkpoint ranges and norm ownership are the CPU
-// engine's (ShardingPlan); this file implements them on device buffers and streams.
-// PowerSGD (device_powersgd.h) replaces the replicated all-reduces once the optimizer has taken
-// `powersgd_start_step` steps: no_shard's whole gradient after backward, hybrid_shard's shard
-// gradients across nodes.
+// ranks, sharded FSDP-style over a communicator whose collectives take device buffers (NCCL):
+// the strategies, units, compression and checkpoint ranges of trainer/parallel/sharding_plan.h
+// (ShardingPlan, shared with the CPU engine) over device buffers, codecs encoded on the GPU
+// (kernels/wire_codec.h, device_two_stage_allreduce.h, device_powersgd.h). A world of one holds
+// everything (no_shard) and issues no collective.
 //
 // Streams: compute is enqueued on the stream given; with several ranks, the gradient
 // reductions of backward and the all-gathers of full_shard's units run on a communication
@@ -73,9 +47,10 @@
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/optim/adamw.h"
-#include "trainer/parallel/data_parallel.h"
+#include "trainer/parallel/data_parallel.h"  // SetCompression, for the engine factory
 #include "trainer/parallel/grad_buckets.h"
 #include "trainer/parallel/sharding_plan.h"
+#include "trainer/parallel/unit_pass.h"
 #include "trainer/parallel/unit_shards.h"
 #include "trainer/parallel/wire_codec.h"
 
@@ -99,7 +74,7 @@ struct ReducedStep {
   double flag_sum = 0;  // Σ over ranks of their flags
 };
 
-class CudaDataParallel : public UnitAccess<float> {
+class CudaDataParallel : public UnitPass {
  public:
   // `initial`: layout.total parameters (host), the same on every rank. `comms.world` null: a
   // world of one. Buffers are device memory of the current device; `stream` must outlive this.
@@ -114,18 +89,10 @@ class CudaDataParallel : public UnitAccess<float> {
   Sharding sharding() const { return plan_.sharding(); }
   int world_size() const { return world_size_; }
 
-  // Step protocol (as DataParallel's): BeginStep; per micro-batch BeginMicroBatch, the model's
-  // Forward, BeginBackward, its Backward (or RunEmptyMicroBatch); then Reduce and Update.
+  // Step protocol (as DataParallel's): BeginStep; each micro-batch's pass (UnitPass); then
+  // Reduce and Update.
   absl::Status BeginStep();  // zeroes the gradients (enqueued)
-  void BeginMicroBatch(bool last_of_step, bool training);
-  void BeginBackward() { backward_ = true; }
-  // The same collectives as a Forward + Backward with zero gradients (a rank without samples).
-  void RunEmptyMicroBatch(int num_units);
-  // The same collectives as a Forward (evaluation on a rank without rows).
-  void RunEmptyForward(int num_units);
 
-  // First failure of a collective issued inside a pass.
-  absl::Status status() const;
   // Waits for the collectives issued so far; their first failure.
   absl::Status Settle();
 
@@ -206,7 +173,6 @@ class CudaDataParallel : public UnitAccess<float> {
     CudaDataParallel* dp_;
   };
   absl::Status Join();  // the compute stream waits for the communication issued so far (timed)
-  void Fail(const absl::Status& s);
   void Keep(std::shared_ptr<Work> w) { pending_.push_back(std::move(w)); }
   // Issues a collective (Keep's its Work) between two timing events on the stream.
   void Issue(const std::function<std::shared_ptr<Work>()>& issue);
@@ -290,10 +256,7 @@ class CudaDataParallel : public UnitAccess<float> {
   std::optional<double> last_join_lag_seconds_;
   double last_comm_seconds_ = 0, comm_seconds_total_ = 0;
   double last_exposed_seconds_ = 0, exposed_seconds_total_ = 0;
-  bool training_ = false, last_micro_ = true, backward_ = false;
   CommTotals comm_;
-  mutable std::mutex mu_;
-  absl::Status failure_;
 };
 
 }  // namespace ringmaster::trainer::cuda

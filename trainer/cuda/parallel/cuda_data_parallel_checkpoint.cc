@@ -58,13 +58,8 @@ absl::Status CudaDataParallel::CopyForSave(std::vector<float>* params, std::vect
     pos += count;
     return absl::OkStatus();
   };
-  if (!traits().shard_grads) {
-    for (const auto& [b, e] : r.ranges) RM_RETURN_IF_ERROR(copy(b, e - b, full_params_));
-  } else if (!r.ranges.empty()) {
-    for (const UnitShard& u : parts().units) {
-      if (u.valid > 0) RM_RETURN_IF_ERROR(copy(u.local, u.valid, shard_params_));
-    }
-  }
+  const float* p = traits().shard_grads ? shard_params_ : full_params_;
+  for (const auto& [from, count] : plan_.LocalSpans(r)) RM_RETURN_IF_ERROR(copy(from, count, p));
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
 }
@@ -86,12 +81,9 @@ absl::Status CudaDataParallel::LoadFrom(const std::vector<float>& params,
     pos += count;
     return absl::OkStatus();
   };
-  if (!traits().shard_grads) {
-    RM_RETURN_IF_ERROR(copy(0, n_, full_params_));
-  } else {
-    for (const UnitShard& u : parts().units) {
-      if (u.valid > 0) RM_RETURN_IF_ERROR(copy(u.local, u.valid, shard_params_));
-    }
+  float* p = traits().shard_grads ? shard_params_ : full_params_;
+  for (const auto& [to, count] : plan_.LocalSpans(LoadRanges())) {
+    RM_RETURN_IF_ERROR(copy(to, count, p));
   }
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (!traits().publish_shards()) return absl::OkStatus();

@@ -130,14 +130,4 @@ void CudaDataParallel::GradsDone(int unit) {
   if (!s.ok()) Fail(s);
 }
 
-void CudaDataParallel::RunEmptyMicroBatch(int num_units) {
-  backward_ = false;
-  RunUnitsWithoutCompute(*this, num_units, /*with_backward=*/true, [this] { backward_ = true; });
-}
-
-void CudaDataParallel::RunEmptyForward(int num_units) {
-  backward_ = false;
-  RunUnitsWithoutCompute(*this, num_units, /*with_backward=*/false, [] {});
-}
-
 }  // namespace ringmaster::trainer::cuda
