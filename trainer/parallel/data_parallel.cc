@@ -69,10 +69,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
   if (t.shard_grads) {
     dp->shard_params_.assign(local_total, 0.0f);
     dp->shard_grads_.assign(local_total, 0.0f);
-    for (const Unit& u : dp->units()) {
-      std::copy(initial + u.owned_begin, initial + u.owned_begin + u.valid,
-                dp->shard_params_.begin() + u.local);
-    }
+    dp->plan_.CopyShards(initial, dp->shard_params_.data());
   }
   dp->opt_ =
       std::make_unique<AdamW>(dp->plan_.DecayRanges(layout), dp->plan_.update_size(), options.adam);

@@ -132,6 +132,12 @@ std::vector<AdamWRange> ShardingPlan::DecayRanges(const ParamLayout& layout) con
   return ranges;
 }
 
+void ShardingPlan::CopyShards(const float* full, float* local) const {
+  for (const UnitShard& u : parts_.units) {
+    std::copy_n(full + u.owned_begin, u.valid, local + u.local);
+  }
+}
+
 std::vector<MatrixRange> ShardingPlan::PowerSgdMatrices(const ParamLayout& layout) const {
   std::vector<MatrixRange> mats;
   for (const ParamSpec& s : layout.specs) {

@@ -135,12 +135,10 @@ class ShardingPlan {
   const ShardingTraits& traits() const { return traits_; }
   const DataParallelComms& comms() const { return comms_; }
   Communicator* group() const { return group_; }  // the shard group: world, or intra (hybrid)
-  int world_size() const { return world_size_; }
   const UnitShards& parts() const { return parts_; }
   const std::vector<UnitShard>& units() const { return parts_.units; }
   int num_units() const { return static_cast<int>(parts_.units.size()); }
   const GradBuckets& buckets() const { return buckets_; }
-  size_t total() const { return total_; }
   // Floats AdamW updates on this rank: the layout, or the local shards.
   size_t update_size() const { return traits_.shard_grads ? parts_.local_total : total_; }
   // Where gradients that replicate across ranks are all-reduced: the world (no_shard), across
@@ -163,6 +161,9 @@ class ShardingPlan {
   // The ranges [first, last) of the updated part (update_size() floats) and whether AdamW
   // decays them.
   std::vector<AdamWRange> DecayRanges(const ParamLayout& layout) const;
+  // This rank's shards of `full` (the layout's floats) into `local` (update_size() floats,
+  // padding left as it is).
+  void CopyShards(const float* full, float* local) const;
   // PowerSGD's matrices in the replicated gradients (of update_size() floats): every 2-D
   // parameter, or under hybrid_shard the whole rows of each in this rank's shards.
   std::vector<MatrixRange> PowerSgdMatrices(const ParamLayout& layout) const;

@@ -60,10 +60,11 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
   for (int u = 0; u < U; ++u) dp->max_padded_ = std::max(dp->max_padded_, dp->parts().padded(u));
   const size_t local_total = dp->parts().local_total;
 
-  auto alloc = [&](auto** p, size_t count) -> absl::Status {
+  auto alloc = [&](auto** p, size_t count) -> absl::Status {  // zeroed
     const size_t bytes = count * sizeof(**p);
     RM_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(p), std::max<size_t>(bytes, 1)));
     dp->persistent_bytes_ += bytes;
+    RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(*p, 0, bytes, stream));
     return absl::OkStatus();
   };
   const size_t m = dp->update_size();
@@ -80,10 +81,7 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
     RM_RETURN_IF_ERROR(alloc(&dp->shard_params_, m));
     RM_RETURN_IF_ERROR(alloc(&dp->shard_grads_, m));
     std::vector<float> shard(m, 0.0f);  // padding stays zero, and AdamW keeps it so
-    for (const UnitShard& u : dp->parts().units) {
-      std::copy(initial.begin() + u.owned_begin, initial.begin() + u.owned_begin + u.valid,
-                shard.begin() + u.local);
-    }
+    dp->plan_.CopyShards(initial.data(), shard.data());
     RM_RETURN_IF_ERROR(CopyToDevice(dp->shard_params_, shard.data(), m, stream));
     RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // `shard` goes out of scope
     size_t max_shard = 0;
@@ -95,11 +93,8 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
   RM_RETURN_IF_ERROR(alloc(&dp->decay_mask_, m));
   RM_RETURN_IF_ERROR(alloc(&dp->norm_scratch_, GradNormScratchDoubles(m)));
   RM_RETURN_IF_ERROR(alloc(&dp->sum_sq_, 1));
-  RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dp->exp_avg_, 0, m * sizeof(float), stream));
-  RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dp->exp_avg_sq_, 0, m * sizeof(float), stream));
   RM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dp->decay_mask_, mask.data(), m, cudaMemcpyHostToDevice, stream));
-  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   if (dp->world_size_ > 1) dp->two_stage_ = std::make_unique<DeviceTwoStageScratch>();
   if (dp->codec_ != WireCodec::kNone) {
     const size_t g = static_cast<size_t>(dp->group()->size());
@@ -114,16 +109,9 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
     }
     // The all-reduces' residuals: over the replicated gradients (all, or the shards across
     // nodes).
-    const size_t ag = dp->plan_.replica_comm() != nullptr ? m : 0;
-    if (int8 && ag > 0) RM_RETURN_IF_ERROR(alloc(&dp->residual_ag_, ag));
-    if (dp->residual_rs_ != nullptr) {
-      RM_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(dp->residual_rs_, 0, local_total * g * sizeof(float), stream));
+    if (int8 && dp->plan_.replica_comm() != nullptr) {
+      RM_RETURN_IF_ERROR(alloc(&dp->residual_ag_, m));
     }
-    if (dp->residual_ag_ != nullptr) {
-      RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dp->residual_ag_, 0, ag * sizeof(float), stream));
-    }
-    RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   }
   if (compression.powersgd && dp->world_size_ > 1 && dp->plan_.replica_comm()->size() > 1) {
     PowerSgdOptions po;
@@ -145,6 +133,7 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
     for (float* p : warm) dp->Give(p);
     RM_RETURN_IF_ERROR(alloc(&dp->spare_, dp->max_padded_));
   }
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // `mask` goes out of scope
   return dp;
 }
 
