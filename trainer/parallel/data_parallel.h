@@ -1,36 +1,7 @@
-// The data-parallel engine: FSDP-style sharding of parameters, gradients and AdamW state over a
-// communicator, with optional gradient compression on the wire. Backend-independent: it talks
-// only to the Communicator interface (Gloo on CPU today), so the same code runs every strategy
-// at any world size, including 1.
-//
-// Strategies (the job spec's `distributed.sharding`):
-//   no_shard       DDP: full parameters, gradients and optimizer state on every rank; after the
-//                  last micro-batch of a step each unit's gradients are all-reduced as soon as
-//                  backward has finished with them, overlapping the rest of backward. With
-//                  `bucket_cap_bytes` consecutive units are reduced together, one all-reduce per
-//                  bucket once backward has finished its last unit (grad_buckets.h).
-//   shard_grad_op  ZeRO-2: full parameters; each unit's gradients are reduce-scattered to their
-//                  owner; AdamW state and the update exist only for the local shard; the updated
-//                  shards are all-gathered back into the full parameters.
-//   full_shard     ZeRO-3: only the local shard of every unit is kept. A unit is all-gathered
-//                  just before use (the next one is prefetched while this one computes) and
-//                  freed after; its gradients are reduce-scattered after every micro-batch.
-//   hybrid_shard   full_shard inside a node (intra-node communicator), replicas across nodes:
-//                  the shard gradients are all-reduced across nodes (inter-node communicator).
-//
-// Units are the layout's units (embeddings, each encoder layer, the head). Each unit is padded
-// to a multiple of the shard-group size and cut into equal contiguous shards: rank r of the
-// group owns elements [r·s, (r+1)·s) of every unit.
-//
-// Compression (the job spec's `distributed.compression`) acts on gradient reductions:
-//   fp16 / bf16 / int8  every reduce-scatter becomes an all-to-all of encoded blocks, decoded and
-//                  summed by the owner; an all-reduce is that plus an all-gather of the encoded
-//                  sums. int8 uses error feedback: each sender keeps the quantisation error of
-//                  what it sent and adds it to the next step's gradients (a residual the size of
-//                  the unit for the reduce-scatter stage, the size of its shard for the second).
-//   powersgd       rank-r PowerSGD with error feedback on the replicated dimension: the whole
-//                  gradient under no_shard, the cross-node all-reduce under hybrid_shard.
-//                  Other strategies reject it.
+// The CPU data-parallel engine: the strategies, units and compression of sharding_plan.h over
+// host buffers, its collectives issued on a communication thread (CommQueue) so that they
+// overlap compute. Backend-independent: it talks only to the Communicator interface (Gloo on CPU
+// today), so the same code runs every strategy at any world size, including 1.
 #pragma once
 
 #include <atomic>
@@ -52,15 +23,14 @@
 #include "trainer/optim/adamw.h"
 #include "trainer/parallel/compression.h"
 #include "trainer/parallel/grad_buckets.h"
+#include "trainer/parallel/sharding_plan.h"
+#include "trainer/parallel/unit_pass.h"
 #include "trainer/parallel/unit_shards.h"
 #include "trainer/train/sharded_checkpoint.h"
 
 namespace ringmaster::trainer {
 
-// The job's distributed.sharding (jobspec/job_settings.h, which owns the names).
 using jobspec::Compression;
-using jobspec::Sharding;
-inline std::string_view ShardingName(Sharding s) { return jobspec::SettingName(s); }
 
 struct DataParallelOptions {
   Sharding sharding = Sharding::kNoShard;
@@ -85,21 +55,6 @@ struct DataParallelOptions {
 // measure their links. The one place the job-level setting maps to a WireCodec.
 void SetCompression(Compression compression, int powersgd_rank, DataParallelOptions* options);
 
-// The matrices PowerSGD compresses: every 2-D parameter of the layout (flat offsets), or with
-// `shards` (hybrid_shard: PowerSGD across nodes on the shard gradients) the whole rows of each
-// that lie in this rank's shard of its unit (offsets in the local buffer). Shared with the CUDA
-// engine (trainer/cuda/parallel/cuda_data_parallel.h).
-std::vector<MatrixRange> PowerSgdMatricesFor(const ParamLayout& layout, const UnitShards* shards);
-
-// The communicators the engine runs on. `world` spans every rank. For hybrid_shard, `intra` is
-// this node's ranks (the shard group) and `inter` the ranks with this rank's local index on
-// every node; both null otherwise.
-struct DataParallelComms {
-  Communicator* world = nullptr;
-  Communicator* intra = nullptr;
-  Communicator* inter = nullptr;
-};
-
 // Bytes sent by this rank per operation kind: what the data would take in fp32 ("raw") and what
 // went on the wire.
 struct CommCounters {
@@ -112,7 +67,7 @@ struct MemoryStats {
   size_t peak_transient_bytes = 0;  // gathered units + unit gradients + comm scratch, peak
 };
 
-class DataParallel : public UnitAccess<float> {
+class DataParallel : public UnitPass {
  public:
   // `initial` holds the full parameters (layout.total), identical on every rank.
   static absl::StatusOr<std::unique_ptr<DataParallel>> Create(const ParamLayout& layout,
@@ -121,16 +76,8 @@ class DataParallel : public UnitAccess<float> {
                                                               const float* initial);
   ~DataParallel() override;
 
-  // Step protocol: BeginStep, then for each micro-batch BeginMicroBatch(last) and the model's
-  // Forward + Backward over this access (or RunEmptyMicroBatch for a rank with no samples in
-  // that micro-batch), then FinishStep.
+  // Step protocol: BeginStep, then each micro-batch's pass (UnitPass), then FinishStep.
   void BeginStep();
-  void BeginMicroBatch(bool last_of_step, bool training);
-  void BeginBackward() { backward_ = true; }
-  // Drives the same collectives as a Forward + Backward with zero gradients.
-  void RunEmptyMicroBatch(int num_units);
-  // Drives the same collectives as a Forward (evaluation on a rank without rows left).
-  void RunEmptyForward(int num_units);
 
   struct StepResult {
     double loss = 0;       // global mean loss of the step (sum of the ranks' weighted parts)
@@ -141,9 +88,6 @@ class DataParallel : public UnitAccess<float> {
   // `local_loss` is this rank's Σ loss·weight.
   absl::StatusOr<StepResult> FinishStep(double local_loss, double lr, double max_grad_norm,
                                         float flag = 0);
-
-  // First communication failure so far (model code cannot return a Status mid-pass).
-  absl::Status status() const;
 
   // Sum over all ranks of `values` (small vectors: metrics, eval counts).
   absl::Status AllReduceWorld(std::vector<float>* values);
@@ -175,22 +119,23 @@ class DataParallel : public UnitAccess<float> {
  private:
   using Unit = UnitShard;
 
-  DataParallel(const ParamLayout& layout, const DataParallelOptions& options,
-               const DataParallelComms& comms);
-  bool sharded_params() const;  // full_shard / hybrid_shard
-  bool PowerSgdNow() const;     // PowerSGD configured and past its start step
-  bool full_params() const { return !sharded_params(); }
-  void Fail(const absl::Status& s);
-  absl::Status GatherShards(std::vector<float>* out);  // full params from the shards
+  DataParallel(const ParamLayout& layout, const DataParallelOptions& options, ShardingPlan plan);
+  bool PowerSgdNow() const;  // PowerSGD configured and past its start step
+  const ShardingTraits& traits() const { return plan_.traits(); }
+  const std::vector<Unit>& units() const { return plan_.units(); }
+  Communicator* group() const { return plan_.group(); }
+  int group_size() const { return plan_.parts().group_size; }
+  // The gradients AdamW updates: the full ones, or the local shards.
+  std::vector<float>& update_grads() { return traits().shard_grads ? shard_grads_ : full_grads_; }
+  // Full params from the shards; `count`: in the gather bytes (the step's publication).
+  absl::Status GatherShards(std::vector<float>* out, bool count = false);
   void IssueGather(int unit);
   void WaitGather(int unit);
   // Reduce-scatters `padded` (shard·group floats of unit `unit`) into the unit's shard of
   // shard_grads_ (accumulating), with the configured codec.
   absl::Status ReduceScatterUnit(int unit, const float* padded);
   // Sum-all-reduce of data[0..n) over `comm` with the configured codec; residuals and
-  // zero-block skipping state by key (-1 = hybrid_shard's cross-node all-reduce, 0..U-1 =
-  // no_shard's buckets by their launching (lowest) unit, U.. = PowerSGD's all-reduces). Counts
-  // raw and wire bytes.
+  // zero-block skipping state by key (AllReduceKeys). Counts raw and wire bytes.
   absl::Status CompressedAllReduce(Communicator* comm, float* data, size_t n, int key);
   // The same with `codec`, counting wire bytes only.
   absl::Status ReplicatedAllReduce(Communicator* comm, WireCodec codec, float* data, size_t n,
@@ -201,12 +146,7 @@ class DataParallel : public UnitAccess<float> {
 
   ParamLayout layout_;
   DataParallelOptions options_;
-  DataParallelComms comms_;
-  Communicator* group_ = nullptr;  // the shard group: world, or intra for hybrid
-  int group_rank_ = 0, group_size_ = 1;
-  std::vector<Unit> units_;
-  size_t local_total_ = 0;
-  GradBuckets buckets_;  // no_shard's all-reduces
+  ShardingPlan plan_;
 
   // Persistent state.
   std::vector<float> full_params_, full_grads_;    // no_shard, shard_grad_op
@@ -223,23 +163,12 @@ class DataParallel : public UnitAccess<float> {
   std::vector<std::shared_ptr<Work>> reduce_work_;
   std::vector<float> padded_scratch_;  // shard_grad_op: a unit's gradients, padded
   TwoStageScratch allreduce_scratch_;  // CompressedAllReduce's buffers (communication thread)
-  // Zero-block skipping, per all-reduce key: whether the last probe found the key's gradient
-  // sparse, and calls since it (communication thread).
-  struct SkipProbe {
-    bool sparse = true;  // probe on the first call
-    int dense_calls = 0;
-  };
-  static constexpr int kReprobeCalls = 64;
-  static constexpr int kPowerSgdCalls = 3;  // PowerSgd::AllReduce's all-reduces per call
-  std::vector<SkipProbe> skip_probe_;
+  ZeroBlockSkip skip_;                 // per all-reduce key (communication thread)
 
-  bool training_ = false, last_micro_ = true, backward_ = false;
   std::atomic<int64_t> transient_bytes_{0};
   std::atomic<int64_t> peak_transient_bytes_{0};
   CommCounters counters_;
-  mutable std::mutex mu_;
-  absl::Status failure_;  // guarded by mu_
-  CommQueue queue_;       // last: its worker stops before the buffers above go away
+  CommQueue queue_;  // last: its worker stops before the buffers above go away
 };
 
 }  // namespace ringmaster::trainer

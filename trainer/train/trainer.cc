@@ -22,6 +22,7 @@
 #include "trainer/io/hf_model_dir.h"
 #include "trainer/io/hf_tokenizer_files.h"
 #include "trainer/io/model_paths.h"
+#include "trainer/parallel/sharding_plan.h"
 #include "trainer/train/cpu_engine.h"
 
 namespace ringmaster::trainer {
@@ -336,7 +337,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job,
     DistEnv single;
     RM_ASSIGN_OR_RETURN(
         t->own_dist_,
-        DistContext::Create(single, job.distributed.sharding == Sharding::kHybridShard,
+        DistContext::Create(single,
+                            ShardingTraits::For(job.distributed.sharding).replicate_across_nodes,
                             absl::Seconds(300)));
     dist = t->own_dist_.get();
   }

@@ -26,6 +26,7 @@ CudaTrainerOptions CudaEngineOptionsFor(const JobSpec& job, const RankSettings& 
     options.compression.powersgd = dp.powersgd;
     options.compression.powersgd_rank = dp.powersgd_rank;
     options.compression.seed = job.train.seed;
+    options.compression.skip_zero_blocks = job.distributed.skip_zero_blocks;
     // As the CPU engine: exact all-reduces through the LR warmup and the first tenth.
     options.compression.powersgd_start_step =
         job.distributed.powersgd_start_step >= 0

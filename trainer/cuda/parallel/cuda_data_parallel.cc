@@ -42,21 +42,11 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
   dp->stream_ = stream;
   dp->cur_ = stream;
   dp->n_ = layout.total;
-  dp->comms_ = comms;
   dp->world_size_ = comms.world != nullptr ? comms.world->size() : 1;
   if (dp->world_size_ == 1) sharding = Sharding::kNoShard;  // nothing to shard
-  const bool hybrid = sharding == Sharding::kHybridShard;
-  if (hybrid && (comms.intra == nullptr || comms.inter == nullptr)) {
-    return absl::InvalidArgumentError(
-        "hybrid_shard needs intra-node and inter-node communicators (torchrun's "
-        "LOCAL_WORLD_SIZE must be the same on every node)");
-  }
-  dp->sharding_ = sharding;
-  if (bucket_cap_bytes > 0 && sharding != Sharding::kNoShard) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("distributed.bucket_cap_mb applies to sharding no_shard only (got ",
-                     std::string(ShardingName(sharding)), ")"));
-  }
+  RM_ASSIGN_OR_RETURN(dp->plan_, ShardingPlan::Make(layout, sharding, comms, compression.powersgd,
+                                                    bucket_cap_bytes));
+  const ShardingTraits& t = dp->traits();
   if (dp->world_size_ > 1) {
     RM_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&dp->comm_stream_, cudaStreamNonBlocking));
     RM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&dp->to_comm_, cudaEventDisableTiming));
@@ -65,62 +55,37 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
   }
   dp->codec_ = dp->world_size_ == 1 ? WireCodec::kNone : compression.codec;
   dp->compression_ = compression;
-  if (compression.powersgd && dp->world_size_ > 1 && sharding != Sharding::kNoShard && !hybrid) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "compression: powersgd works on replicated gradients: use sharding no_shard or "
-        "hybrid_shard (got ",
-        std::string(ShardingName(sharding)), "); int8/fp16/bf16 work with every sharding"));
-  }
-  dp->group_ = hybrid ? comms.intra : comms.world;
-  dp->parts_ = dp->group_ != nullptr
-                   ? UnitShards::Make(layout, dp->group_->rank(), dp->group_->size())
-                   : UnitShards::Make(layout, 0, 1);
-  dp->local_total_ = dp->parts_.local_total;
-  if (sharding == Sharding::kNoShard) {
-    RM_ASSIGN_OR_RETURN(dp->buckets_, GradBuckets::Make(dp->parts_.units, bucket_cap_bytes));
-  }
-  for (int u = 0; u < static_cast<int>(dp->parts_.units.size()); ++u) {
-    dp->max_padded_ = std::max(dp->max_padded_, dp->parts_.padded(u));
-  }
+  const int U = dp->plan_.num_units();
+  dp->skip_ = ZeroBlockSkip(compression.skip_zero_blocks, AllReduceKeys::Count(U));
+  for (int u = 0; u < U; ++u) dp->max_padded_ = std::max(dp->max_padded_, dp->parts().padded(u));
+  const size_t local_total = dp->parts().local_total;
 
-  auto alloc = [&](auto** p, size_t count) -> absl::Status {
+  auto alloc = [&](auto** p, size_t count) -> absl::Status {  // zeroed
     const size_t bytes = count * sizeof(**p);
     RM_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(p), std::max<size_t>(bytes, 1)));
     dp->persistent_bytes_ += bytes;
+    RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(*p, 0, bytes, stream));
     return absl::OkStatus();
   };
   const size_t m = dp->update_size();
   std::vector<uint8_t> mask(m, 0);
-  if (sharding == Sharding::kNoShard) {
+  for (const AdamWRange& r : dp->plan_.DecayRanges(layout)) {
+    std::fill(mask.begin() + r.begin, mask.begin() + r.end, r.decay ? 1 : 0);
+  }
+  if (!t.shard_params) {
     RM_RETURN_IF_ERROR(alloc(&dp->full_params_, dp->n_));
     RM_RETURN_IF_ERROR(alloc(&dp->full_grads_, dp->n_));
-    for (const ParamSpec& s : layout.specs) {
-      std::fill_n(mask.begin() + s.offset, s.numel, s.weight_decay ? 1 : 0);
-    }
     RM_RETURN_IF_ERROR(CopyToDevice(dp->full_params_, initial.data(), dp->n_, stream));
-  } else {
-    if (!dp->sharded_params()) {
-      RM_RETURN_IF_ERROR(alloc(&dp->full_params_, dp->n_));
-      RM_RETURN_IF_ERROR(alloc(&dp->full_grads_, dp->n_));
-      RM_RETURN_IF_ERROR(CopyToDevice(dp->full_params_, initial.data(), dp->n_, stream));
-    }
+  }
+  if (t.shard_grads) {
     RM_RETURN_IF_ERROR(alloc(&dp->shard_params_, m));
     RM_RETURN_IF_ERROR(alloc(&dp->shard_grads_, m));
     std::vector<float> shard(m, 0.0f);  // padding stays zero, and AdamW keeps it so
-    for (const UnitShard& u : dp->parts_.units) {
-      const size_t ob = u.owned_begin, oe = ob + u.valid;
-      std::copy(initial.begin() + ob, initial.begin() + oe, shard.begin() + u.local);
-      for (const ParamSpec& s : layout.specs) {
-        const size_t b = std::max(ob, s.offset), e = std::min(oe, s.offset + s.numel);
-        if (b < e)
-          std::fill(mask.begin() + u.local + (b - ob), mask.begin() + u.local + (e - ob),
-                    s.weight_decay ? 1 : 0);
-      }
-    }
+    dp->plan_.CopyShards(initial.data(), shard.data());
     RM_RETURN_IF_ERROR(CopyToDevice(dp->shard_params_, shard.data(), m, stream));
     RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // `shard` goes out of scope
     size_t max_shard = 0;
-    for (const UnitShard& u : dp->parts_.units) max_shard = std::max(max_shard, u.shard);
+    for (const UnitShard& u : dp->parts().units) max_shard = std::max(max_shard, u.shard);
     RM_RETURN_IF_ERROR(alloc(&dp->reduced_, max_shard));
   }
   RM_RETURN_IF_ERROR(alloc(&dp->exp_avg_, m));
@@ -128,51 +93,38 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
   RM_RETURN_IF_ERROR(alloc(&dp->decay_mask_, m));
   RM_RETURN_IF_ERROR(alloc(&dp->norm_scratch_, GradNormScratchDoubles(m)));
   RM_RETURN_IF_ERROR(alloc(&dp->sum_sq_, 1));
-  RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dp->exp_avg_, 0, m * sizeof(float), stream));
-  RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dp->exp_avg_sq_, 0, m * sizeof(float), stream));
   RM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dp->decay_mask_, mask.data(), m, cudaMemcpyHostToDevice, stream));
-  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  if (dp->world_size_ > 1) dp->two_stage_ = std::make_unique<DeviceTwoStageScratch>();
   if (dp->codec_ != WireCodec::kNone) {
-    const size_t g = static_cast<size_t>(dp->group_->size());
+    const size_t g = static_cast<size_t>(dp->group()->size());
     const bool int8 = dp->codec_ == WireCodec::kInt8;
-    dp->two_stage_ = std::make_unique<DeviceTwoStageScratch>();
-    if (sharding != Sharding::kNoShard) {
-      for (const UnitShard& u : dp->parts_.units) {
+    if (t.shard_grads) {
+      for (const UnitShard& u : dp->parts().units) {
         dp->stride_ = std::max(dp->stride_, (EncodedBytes(dp->codec_, u.shard) + 3) / 4 * 4);
       }
       RM_RETURN_IF_ERROR(alloc(&dp->send_, dp->stride_ * g));
       RM_RETURN_IF_ERROR(alloc(&dp->recv_, dp->stride_ * g));
-      if (int8) RM_RETURN_IF_ERROR(alloc(&dp->residual_rs_, dp->local_total_ * g));
+      if (int8) RM_RETURN_IF_ERROR(alloc(&dp->residual_rs_, local_total * g));
     }
-    const size_t ag = sharding == Sharding::kNoShard       ? dp->n_
-                      : sharding == Sharding::kHybridShard ? dp->local_total_
-                                                           : 0;
-    if (int8 && ag > 0) RM_RETURN_IF_ERROR(alloc(&dp->residual_ag_, ag));
-    if (dp->residual_rs_ != nullptr) {
-      RM_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(dp->residual_rs_, 0, dp->local_total_ * g * sizeof(float), stream));
+    // The all-reduces' residuals: over the replicated gradients (all, or the shards across
+    // nodes).
+    if (int8 && dp->plan_.replica_comm() != nullptr) {
+      RM_RETURN_IF_ERROR(alloc(&dp->residual_ag_, m));
     }
-    if (dp->residual_ag_ != nullptr) {
-      RM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dp->residual_ag_, 0, ag * sizeof(float), stream));
-    }
-    RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   }
-  if (compression.powersgd && dp->world_size_ > 1 && (!hybrid || dp->comms_.inter->size() > 1)) {
+  if (compression.powersgd && dp->world_size_ > 1 && dp->plan_.replica_comm()->size() > 1) {
     PowerSgdOptions po;
     po.rank = compression.powersgd_rank;
     po.seed = compression.seed;
-    RM_ASSIGN_OR_RETURN(
-        dp->powersgd_,
-        DevicePowerSgd::Create(PowerSgdMatricesFor(layout, hybrid ? &dp->parts_ : nullptr),
-                               hybrid ? dp->local_total_ : dp->n_, po));
+    RM_ASSIGN_OR_RETURN(dp->powersgd_, DevicePowerSgd::Create(dp->plan_.PowerSgdMatrices(layout),
+                                                              dp->plan_.update_size(), po));
   }
-  const size_t U = dp->parts_.units.size();
   dp->gathered_.assign(U, nullptr);
   dp->prefetched_.assign(U, false);
   dp->ready_.assign(U, nullptr);
   dp->unit_grads_.assign(U, nullptr);
-  if (sharding != Sharding::kNoShard) {
+  if (t.shard_grads) {
     std::vector<float*> warm;
     for (int i = 0; i < kInitialPool; ++i) {
       RM_ASSIGN_OR_RETURN(float* p, dp->Take());
@@ -181,6 +133,7 @@ absl::StatusOr<std::unique_ptr<CudaDataParallel>> CudaDataParallel::Create(
     for (float* p : warm) dp->Give(p);
     RM_RETURN_IF_ERROR(alloc(&dp->spare_, dp->max_padded_));
   }
+  RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // `mask` goes out of scope
   return dp;
 }
 
@@ -207,16 +160,6 @@ CudaDataParallel::~CudaDataParallel() {
     if (p != nullptr) cudaFree(p);
   }
   for (float* p : all_pooled_) cudaFree(p);
-}
-
-void CudaDataParallel::Fail(const absl::Status& s) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (failure_.ok()) failure_ = s;
-}
-
-absl::Status CudaDataParallel::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return failure_;
 }
 
 absl::Status CudaDataParallel::Settle() {
@@ -289,22 +232,16 @@ absl::Status CudaDataParallel::BeginStep() {
   }
   if (shard_grads_ != nullptr) {
     RM_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(shard_grads_, 0, local_total_ * sizeof(float), stream_));
+        cudaMemsetAsync(shard_grads_, 0, parts().local_total * sizeof(float), stream_));
   }
   return absl::OkStatus();
-}
-
-void CudaDataParallel::BeginMicroBatch(bool last_of_step, bool training) {
-  last_micro_ = last_of_step;
-  training_ = training;
-  backward_ = false;
 }
 
 absl::Status CudaDataParallel::PublishShards() {
   RM_ASSIGN_OR_RETURN(float* buf, Take());
   absl::Status s;
-  for (int unit = 0; unit < static_cast<int>(parts_.units.size()) && s.ok(); ++unit) {
-    const UnitShard& u = parts_.units[unit];
+  for (int unit = 0; unit < plan_.num_units() && s.ok(); ++unit) {
+    const UnitShard& u = parts().units[unit];
     s = GatherUnit(unit, buf);
     if (!s.ok()) break;
     if (cudaError_t e = cudaMemcpyAsync(full_params_ + u.begin, buf, u.numel * sizeof(float),
@@ -319,11 +256,11 @@ absl::Status CudaDataParallel::PublishShards() {
 
 absl::Status CudaDataParallel::Update(int64_t step, double lr, const AdamWOptions& adam) {
   optimizer_step_ = step;
-  float* params = sharding_ == Sharding::kNoShard ? full_params_ : shard_params_;
+  float* params = traits().shard_grads ? shard_params_ : full_params_;
   RM_CUDA_RETURN_IF_ERROR(AdamWStep(params, update_grads(), exp_avg_, exp_avg_sq_, decay_mask_,
                                     update_size(), step, lr, adam.beta1, adam.beta2, adam.eps,
                                     adam.weight_decay, stream_));
-  if (sharding_ != Sharding::kShardGradOp) return absl::OkStatus();
+  if (!traits().publish_shards()) return absl::OkStatus();
   return PublishShards();  // the updated shards into every rank's full parameters
 }
 

@@ -1,31 +1,9 @@
 // The CUDA engine's parameters, gradients and AdamW state, held on one device and, with several
-// ranks, sharded FSDP-style over a communicator whose collectives take device buffers (NCCL).
-// The GPU counterpart of trainer/parallel/data_parallel.h, with its strategies and its partition
-// (trainer/parallel/unit_shards.h), so a checkpoint names the same ranges on either engine:
-//   no_shard       full parameters, gradients and moments on every rank; each unit's gradients
-//                  are all-reduced when backward is done with them in the step's last
-//                  micro-batch, or with `bucket_cap_bytes` each bucket of consecutive units when
-//                  backward is done with its last (trainer/parallel/grad_buckets.h, the CPU's).
-//   shard_grad_op  full parameters; each unit's gradients are reduce-scattered to their owners
-//                  in the last micro-batch; AdamW updates the local shards, which are then
-//                  all-gathered into the full parameters.
-//   full_shard     only the local shard of every unit is kept; a unit is all-gathered into a
-//                  pooled buffer when the model acquires it, and its gradients (a pooled,
-//                  zeroed buffer per unit) are reduce-scattered and added to the shard after
-//                  every micro-batch.
-//   hybrid_shard   full_shard within the intra-node group, then the shard gradients all-reduced
-//                  across nodes (the inter-node group).
-// A world of one holds everything (no_shard) and issues no collective.
-//
-// Compression (`codec`: fp16, bf16, int8 with error feedback; the wire formats of
-// trainer/parallel/wire_codec.h, encoded and decoded on the GPU by wire_codec_gpu.h) acts on the
-// gradient reductions as on the CPU engine: a reduce-scatter becomes an all-to-all of encoded
-// blocks that each owner decodes and adds in rank order (int8 keeps the quantisation error of
-// what it sent, per unit); an all-reduce (no_shard's per bucket, hybrid_shard's across nodes) is
-// the two-stage compressed all-reduce with zero-chunk skipping (device_two_stage_allreduce.h).
-// PowerSGD (device_powersgd.h) replaces the replicated all-reduces once the optimizer has taken
-// `powersgd_start_step` steps: no_shard's whole gradient after backward, hybrid_shard's shard
-// gradients across nodes.
+// ranks, sharded FSDP-style over a communicator whose collectives take device buffers (NCCL):
+// the strategies, units, compression and checkpoint ranges of trainer/parallel/sharding_plan.h
+// (ShardingPlan, shared with the CPU engine) over device buffers, codecs encoded on the GPU
+// (kernels/wire_codec.h, device_two_stage_allreduce.h, device_powersgd.h). A world of one holds
+// everything (no_shard) and issues no collective.
 //
 // Streams: compute is enqueued on the stream given; with several ranks, the gradient
 // reductions of backward and the all-gathers of full_shard's units run on a communication
@@ -69,8 +47,10 @@
 #include "trainer/model/bert_model.h"
 #include "trainer/model/bert_params.h"
 #include "trainer/optim/adamw.h"
-#include "trainer/parallel/data_parallel.h"
+#include "trainer/parallel/data_parallel.h"  // SetCompression, for the engine factory
 #include "trainer/parallel/grad_buckets.h"
+#include "trainer/parallel/sharding_plan.h"
+#include "trainer/parallel/unit_pass.h"
 #include "trainer/parallel/unit_shards.h"
 #include "trainer/parallel/wire_codec.h"
 
@@ -83,6 +63,8 @@ struct CudaCompression {
   int powersgd_rank = 4;
   int64_t powersgd_start_step = 0;  // optimizer steps all-reduced exactly first
   uint64_t seed = 0;                // PowerSGD's initial Q
+  // All-reduces skip 256-value blocks zero on every rank (distributed.skip_zero_blocks).
+  bool skip_zero_blocks = true;
 };
 
 // What the ranks' reductions of one step add up to.
@@ -92,7 +74,7 @@ struct ReducedStep {
   double flag_sum = 0;  // Σ over ranks of their flags
 };
 
-class CudaDataParallel : public UnitAccess<float> {
+class CudaDataParallel : public UnitPass {
  public:
   // `initial`: layout.total parameters (host), the same on every rank. `comms.world` null: a
   // world of one. Buffers are device memory of the current device; `stream` must outlive this.
@@ -104,21 +86,13 @@ class CudaDataParallel : public UnitAccess<float> {
   CudaDataParallel(const CudaDataParallel&) = delete;
   CudaDataParallel& operator=(const CudaDataParallel&) = delete;
 
-  Sharding sharding() const { return sharding_; }
+  Sharding sharding() const { return plan_.sharding(); }
   int world_size() const { return world_size_; }
 
-  // Step protocol (as DataParallel's): BeginStep; per micro-batch BeginMicroBatch, the model's
-  // Forward, BeginBackward, its Backward (or RunEmptyMicroBatch); then Reduce and Update.
+  // Step protocol (as DataParallel's): BeginStep; each micro-batch's pass (UnitPass); then
+  // Reduce and Update.
   absl::Status BeginStep();  // zeroes the gradients (enqueued)
-  void BeginMicroBatch(bool last_of_step, bool training);
-  void BeginBackward() { backward_ = true; }
-  // The same collectives as a Forward + Backward with zero gradients (a rank without samples).
-  void RunEmptyMicroBatch(int num_units);
-  // The same collectives as a Forward (evaluation on a rank without rows).
-  void RunEmptyForward(int num_units);
 
-  // First failure of a collective issued inside a pass.
-  absl::Status status() const;
   // Waits for the collectives issued so far; their first failure.
   absl::Status Settle();
 
@@ -126,8 +100,8 @@ class CudaDataParallel : public UnitAccess<float> {
   // the squares of the reduced gradients and `flag`. Reads back to the host (synchronises).
   absl::StatusOr<ReducedStep> Reduce(double local_loss, float flag);
   // The reduced gradients this rank updates: full (no_shard) or its shards (device).
-  float* update_grads() { return sharding_ == Sharding::kNoShard ? full_grads_ : shard_grads_; }
-  size_t update_size() const { return sharding_ == Sharding::kNoShard ? n_ : local_total_; }
+  float* update_grads() { return traits().shard_grads ? shard_grads_ : full_grads_; }
+  size_t update_size() const { return plan_.update_size(); }
   // AdamW step `step` (1-based) with `lr` on this rank's part, then (shard_grad_op) the updated
   // shards all-gathered into the full parameters. Collective for shard_grad_op.
   absl::Status Update(int64_t step, double lr, const AdamWOptions& adam);
@@ -184,9 +158,9 @@ class CudaDataParallel : public UnitAccess<float> {
 
  private:
   CudaDataParallel() = default;
-  bool sharded_params() const {
-    return sharding_ == Sharding::kFullShard || sharding_ == Sharding::kHybridShard;
-  }
+  const ShardingTraits& traits() const { return plan_.traits(); }
+  const UnitShards& parts() const { return plan_.parts(); }
+  Communicator* group() const { return plan_.group(); }
   CommStream stream() const { return CommStream(cur_); }
   // A comm phase: from construction, collective work is enqueued on the communication stream,
   // after the compute issued so far; on destruction back to the compute stream (no join).
@@ -199,7 +173,6 @@ class CudaDataParallel : public UnitAccess<float> {
     CudaDataParallel* dp_;
   };
   absl::Status Join();  // the compute stream waits for the communication issued so far (timed)
-  void Fail(const absl::Status& s);
   void Keep(std::shared_ptr<Work> w) { pending_.push_back(std::move(w)); }
   // Issues a collective (Keep's its Work) between two timing events on the stream.
   void Issue(const std::function<std::shared_ptr<Work>()>& issue);
@@ -219,12 +192,14 @@ class CudaDataParallel : public UnitAccess<float> {
   absl::Status PublishShards();
   absl::Status ReserveSmall(size_t bytes);  // small_ holds at least `bytes`
   // Sum-all-reduce of data[0..n) over `comm` (compressed with the codec, the int8 residual at
-  // `residual`), counting bytes.
-  absl::Status AllReduceGrads(Communicator& comm, float* data, size_t n, float* residual);
+  // `residual`, zero blocks skipped by key: AllReduceKeys), timed, counting bytes.
+  absl::Status AllReduceGrads(Communicator& comm, float* data, size_t n, float* residual, int key);
+  // The same with `codec`, untimed, counting wire bytes only; `wait`: the host waits for a
+  // plain all-reduce's Work (the two-stage one always waits).
+  absl::Status ReplicatedAllReduce(Communicator& comm, WireCodec codec, float* data, size_t n,
+                                   float* residual, int key, bool wait);
 
-  Sharding sharding_ = Sharding::kNoShard;
-  DataParallelComms comms_;
-  Communicator* group_ = nullptr;  // the shard group: world, or intra under hybrid_shard
+  ShardingPlan plan_;
   int world_size_ = 1;
   cudaStream_t stream_ = nullptr;       // compute
   cudaStream_t comm_stream_ = nullptr;  // communication (world > 1)
@@ -233,9 +208,7 @@ class CudaDataParallel : public UnitAccess<float> {
   uint64_t phases_ = 0,
            joined_ = 0;  // comm phases begun; the last one the compute stream waited for
   size_t n_ = 0;
-  UnitShards parts_;
-  GradBuckets buckets_;  // no_shard's all-reduces
-  size_t local_total_ = 0, max_padded_ = 0;
+  size_t max_padded_ = 0;
 
   // Device buffers (null where the strategy has none).
   float *full_params_ = nullptr, *full_grads_ = nullptr;
@@ -262,6 +235,7 @@ class CudaDataParallel : public UnitAccess<float> {
   uint8_t *send_ = nullptr, *recv_ = nullptr;
   size_t stride_ = 0;
   std::unique_ptr<DeviceTwoStageScratch> two_stage_;
+  ZeroBlockSkip skip_{false, 0};
   void* small_ = nullptr;  // staging for host values
   size_t small_bytes_ = 0;
   size_t persistent_bytes_ = 0;
@@ -282,10 +256,7 @@ class CudaDataParallel : public UnitAccess<float> {
   std::optional<double> last_join_lag_seconds_;
   double last_comm_seconds_ = 0, comm_seconds_total_ = 0;
   double last_exposed_seconds_ = 0, exposed_seconds_total_ = 0;
-  bool training_ = false, last_micro_ = true, backward_ = false;
   CommTotals comm_;
-  mutable std::mutex mu_;
-  absl::Status failure_;
 };
 
 }  // namespace ringmaster::trainer::cuda

@@ -19,13 +19,13 @@ using data_parallel_internal::CopyToHost;
 absl::Status CudaDataParallel::GatherFullParams(std::vector<float>* out) {
   RM_RETURN_IF_ERROR(Join());
   out->assign(n_, 0.0f);
-  if (!sharded_params()) {
+  if (!traits().shard_params) {
     RM_RETURN_IF_ERROR(CopyToHost(out->data(), full_params_, n_, stream_));
   } else {
     RM_ASSIGN_OR_RETURN(float* buf, Take());
     absl::Status s;
-    for (int unit = 0; unit < static_cast<int>(parts_.units.size()) && s.ok(); ++unit) {
-      const UnitShard& u = parts_.units[unit];
+    for (int unit = 0; unit < plan_.num_units() && s.ok(); ++unit) {
+      const UnitShard& u = parts().units[unit];
       s = GatherUnit(unit, buf);
       if (s.ok()) s = CopyToHost(out->data() + u.begin, buf, u.numel, stream_);
       // The host copy is asynchronous: wait before the buffer is reused by the next unit.
@@ -40,20 +40,9 @@ absl::Status CudaDataParallel::GatherFullParams(std::vector<float>* out) {
   return Settle();
 }
 
-ShardRanges CudaDataParallel::SaveRanges() const {
-  if (sharding_ == Sharding::kNoShard) {
-    return comms_.world == nullptr ? EqualSlice(n_, 0, 1)
-                                   : EqualSlice(n_, comms_.world->rank(), comms_.world->size());
-  }
-  // Under hybrid_shard node 0 writes; the other nodes hold the same shards.
-  if (sharding_ == Sharding::kHybridShard && comms_.inter->rank() != 0) return {};
-  return parts_.Owned();
-}
+ShardRanges CudaDataParallel::SaveRanges() const { return plan_.SaveRanges(); }
 
-ShardRanges CudaDataParallel::LoadRanges() const {
-  if (sharding_ == Sharding::kNoShard) return EqualSlice(n_, 0, 1);
-  return parts_.Owned();
-}
+ShardRanges CudaDataParallel::LoadRanges() const { return plan_.LoadRanges(); }
 
 absl::Status CudaDataParallel::CopyForSave(std::vector<float>* params, std::vector<float>* exp_avg,
                                            std::vector<float>* exp_avg_sq) const {
@@ -69,13 +58,8 @@ absl::Status CudaDataParallel::CopyForSave(std::vector<float>* params, std::vect
     pos += count;
     return absl::OkStatus();
   };
-  if (sharding_ == Sharding::kNoShard) {
-    for (const auto& [b, e] : r.ranges) RM_RETURN_IF_ERROR(copy(b, e - b, full_params_));
-  } else if (!r.ranges.empty()) {
-    for (const UnitShard& u : parts_.units) {
-      if (u.valid > 0) RM_RETURN_IF_ERROR(copy(u.local, u.valid, shard_params_));
-    }
-  }
+  const float* p = traits().shard_grads ? shard_params_ : full_params_;
+  for (const auto& [from, count] : plan_.LocalSpans(r)) RM_RETURN_IF_ERROR(copy(from, count, p));
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
 }
@@ -87,7 +71,7 @@ absl::Status CudaDataParallel::LoadFrom(const std::vector<float>& params,
   if (params.size() != want || exp_avg.size() != want || exp_avg_sq.size() != want) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "CudaDataParallel::LoadFrom: %d/%d/%d values for this rank's %d (sharding %s)",
-        params.size(), exp_avg.size(), exp_avg_sq.size(), want, ShardingName(sharding_)));
+        params.size(), exp_avg.size(), exp_avg_sq.size(), want, ShardingName(sharding())));
   }
   size_t pos = 0;
   auto copy = [&](size_t to, size_t count, float* p) -> absl::Status {
@@ -97,15 +81,12 @@ absl::Status CudaDataParallel::LoadFrom(const std::vector<float>& params,
     pos += count;
     return absl::OkStatus();
   };
-  if (sharding_ == Sharding::kNoShard) {
-    RM_RETURN_IF_ERROR(copy(0, n_, full_params_));
-  } else {
-    for (const UnitShard& u : parts_.units) {
-      if (u.valid > 0) RM_RETURN_IF_ERROR(copy(u.local, u.valid, shard_params_));
-    }
+  float* p = traits().shard_grads ? shard_params_ : full_params_;
+  for (const auto& [to, count] : plan_.LocalSpans(LoadRanges())) {
+    RM_RETURN_IF_ERROR(copy(to, count, p));
   }
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  if (sharding_ != Sharding::kShardGradOp) return absl::OkStatus();
+  if (!traits().publish_shards()) return absl::OkStatus();
   // shard_grad_op: rebuild the full parameters from the loaded shards (collective).
   RM_RETURN_IF_ERROR(PublishShards());
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));

@@ -69,8 +69,8 @@ absl::Status CudaDataParallel::CollectCommTime() {
 }
 
 absl::Status CudaDataParallel::ReduceScatterInto(int unit, const float* padded, float* out) {
-  const UnitShard& u = parts_.units[unit];
-  const int g = group_->size();
+  const UnitShard& u = parts().units[unit];
+  const int g = group()->size();
   if (g == 1) {
     RM_CUDA_RETURN_IF_ERROR(AddInPlace(out, padded, u.shard, cur_));
     return absl::OkStatus();
@@ -80,7 +80,8 @@ absl::Status CudaDataParallel::ReduceScatterInto(int unit, const float* padded, 
   if (codec_ == WireCodec::kNone) {
     comm_.reduce_wire_bytes += bytes;
     Issue([&] {
-      return group_->ReduceScatterSumAsync(padded, reduced_, u.shard, DataType::kFloat32, stream());
+      return group()->ReduceScatterSumAsync(padded, reduced_, u.shard, DataType::kFloat32,
+                                            stream());
     });
     RM_CUDA_RETURN_IF_ERROR(AddInPlace(out, reduced_, u.shard, cur_));
     return absl::OkStatus();
@@ -95,7 +96,7 @@ absl::Status CudaDataParallel::ReduceScatterInto(int unit, const float* padded, 
                                        residual != nullptr ? residual + r * u.shard : nullptr,
                                        send_ + r * stride_, cur_));
   }
-  Issue([&] { return group_->AllToAllAsync(send_, recv_, stride_, DataType::kBytes, stream()); });
+  Issue([&] { return group()->AllToAllAsync(send_, recv_, stride_, DataType::kBytes, stream()); });
   for (int r = 0; r < g; ++r) {
     RM_CUDA_RETURN_IF_ERROR(WireDecodeAdd(codec_, recv_ + r * stride_, u.shard, out, cur_));
   }
@@ -103,31 +104,46 @@ absl::Status CudaDataParallel::ReduceScatterInto(int unit, const float* padded, 
 }
 
 absl::Status CudaDataParallel::AllReduceGrads(Communicator& comm, float* data, size_t n,
-                                              float* residual) {
-  const uint64_t raw = AllReduceBytes(n, comm.size());
-  comm_.reduce_raw_bytes += raw;
-  if (codec_ == WireCodec::kNone) {
-    comm_.reduce_wire_bytes += raw;
-    Issue([&] { return comm.AllReduceSumAsync(data, n, DataType::kFloat32, stream()); });
+                                              float* residual, int key) {
+  comm_.reduce_raw_bytes += AllReduceBytes(n, comm.size());
+  RM_ASSIGN_OR_RETURN(const size_t timing, CommBegin());
+  RM_RETURN_IF_ERROR(ReplicatedAllReduce(comm, codec_, data, n, residual, key, /*wait=*/false));
+  return CommEnd(timing);
+}
+
+absl::Status CudaDataParallel::ReplicatedAllReduce(Communicator& comm, WireCodec codec, float* data,
+                                                   size_t n, float* residual, int key, bool wait) {
+  const int g = comm.size();
+  const bool skip = skip_.Skip(key, g);
+  if (ZeroBlockSkip::Plain(codec, skip, g)) {
+    // Uncompressed and dense: the backend's own all-reduce.
+    skip_.Record(key, false, {});
+    comm_.reduce_wire_bytes += AllReduceBytes(n, g);
+    std::shared_ptr<Work> w = comm.AllReduceSumAsync(data, n, DataType::kFloat32, stream());
+    if (wait) return w->Wait();
+    Keep(std::move(w));
     return absl::OkStatus();
   }
   TwoStageStats stats;
-  RM_ASSIGN_OR_RETURN(const size_t timing, CommBegin());
-  RM_RETURN_IF_ERROR(DeviceTwoStageAllReduce(codec_, comm, data, n, residual,
-                                             /*skip_zero_chunks=*/true, *two_stage_, cur_, &stats));
-  RM_RETURN_IF_ERROR(CommEnd(timing));
+  RM_RETURN_IF_ERROR(
+      DeviceTwoStageAllReduce(codec, comm, data, n, residual, skip, *two_stage_, cur_, &stats));
   comm_.reduce_wire_bytes += stats.wire_bytes;
+  skip_.Record(key, skip, stats);
   return absl::OkStatus();
 }
 
 absl::Status CudaDataParallel::PowerSgdAllReduce(Communicator& comm, float* data, size_t total) {
   comm_.reduce_raw_bytes += AllReduceBytes(total, comm.size());
-  comm_.reduce_wire_bytes += AllReduceBytes(powersgd_->wire_floats_per_call(), comm.size());
   RM_ASSIGN_OR_RETURN(const size_t timing, CommBegin());
+  // Its all-reduces (exact part, P, Q') uncompressed, skipping zero blocks by call position, as
+  // on the CPU engine.
+  int call = 0;
   RM_RETURN_IF_ERROR(powersgd_->AllReduce(
       data, comm.size(),
       [&](float* d, size_t n) {
-        return comm.AllReduceSumAsync(d, n, DataType::kFloat32, stream())->Wait();
+        return ReplicatedAllReduce(comm, WireCodec::kNone, d, n, nullptr,
+                                   AllReduceKeys::PowerSgd(plan_.num_units(), call++),
+                                   /*wait=*/true);
       },
       cur_));
   return CommEnd(timing);
@@ -136,25 +152,18 @@ absl::Status CudaDataParallel::PowerSgdAllReduce(Communicator& comm, float* data
 absl::StatusOr<ReducedStep> CudaDataParallel::Reduce(double local_loss, float flag) {
   RM_RETURN_IF_ERROR(status());
   RM_RETURN_IF_ERROR(Join());  // the reductions of backward are done before anything reads them
-  const bool hybrid = sharding_ == Sharding::kHybridShard;
-  if (sharding_ == Sharding::kNoShard && world_size_ > 1 && PowerSgdNow()) {
-    RM_RETURN_IF_ERROR(PowerSgdAllReduce(*comms_.world, full_grads_, n_));
+  // Replicated reductions not overlapped with backward: PowerSGD's (over the world or across
+  // nodes), hybrid_shard's across nodes.
+  Communicator* replica = plan_.replica_comm();
+  if (PowerSgdNow()) {
+    RM_RETURN_IF_ERROR(PowerSgdAllReduce(*replica, update_grads(), update_size()));
+  } else if (traits().replicate_across_nodes && replica->size() > 1) {
+    RM_RETURN_IF_ERROR(AllReduceGrads(*replica, update_grads(), update_size(), residual_ag_,
+                                      AllReduceKeys::CrossNode(plan_.num_units())));
   }
-  if (hybrid && comms_.inter->size() > 1) {
-    if (PowerSgdNow()) {
-      RM_RETURN_IF_ERROR(PowerSgdAllReduce(*comms_.inter, shard_grads_, local_total_));
-    } else {
-      RM_RETURN_IF_ERROR(AllReduceGrads(*comms_.inter, shard_grads_, local_total_, residual_ag_));
-    }
-  }
-  // Each element of the gradient counted once: rank 0 for replicated gradients, shard owners
-  // otherwise (only node 0's under hybrid_shard, where every node holds the same shards).
-  const bool counts = sharding_ == Sharding::kNoShard
-                          ? comms_.world == nullptr || comms_.world->rank() == 0
-                      : hybrid ? comms_.inter->rank() == 0
-                               : true;
+  // Each element of the gradient counted once (ShardingPlan::CountsInNorm).
   double sq = 0;
-  if (counts) {
+  if (plan_.CountsInNorm()) {
     RM_CUDA_RETURN_IF_ERROR(
         GradSumSquares(update_grads(), update_size(), norm_scratch_, sum_sq_, stream_));
     RM_CUDA_RETURN_IF_ERROR(
@@ -185,8 +194,8 @@ absl::StatusOr<ReducedStep> CudaDataParallel::SumOverRanks(const ReducedStep& mi
   RM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(base, values, sizeof(values), cudaMemcpyHostToDevice, stream_));
   RM_ASSIGN_OR_RETURN(const size_t timing, exposed_.Begin(stream_));
-  Keep(comms_.world->AllGatherAsync(base, base + sizeof(values), sizeof(values), DataType::kBytes,
-                                    stream()));
+  Keep(plan_.comms().world->AllGatherAsync(base, base + sizeof(values), sizeof(values),
+                                           DataType::kBytes, stream()));
   RM_RETURN_IF_ERROR(exposed_.End(timing, stream_));
   RM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(all.data(), base + sizeof(values),
                                           all.size() * sizeof(double), cudaMemcpyDeviceToHost,
@@ -219,7 +228,7 @@ absl::Status CudaDataParallel::AllReduceWorld(std::vector<float>* values) {
   RM_RETURN_IF_ERROR(ReserveSmall(need));
   float* d = static_cast<float*>(small_);
   RM_RETURN_IF_ERROR(CopyToDevice(d, values->data(), values->size(), stream_));
-  Keep(comms_.world->AllReduceSumAsync(d, values->size(), DataType::kFloat32, stream()));
+  Keep(plan_.comms().world->AllReduceSumAsync(d, values->size(), DataType::kFloat32, stream()));
   RM_RETURN_IF_ERROR(CopyToHost(values->data(), d, values->size(), stream_));
   RM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return Settle();
@@ -228,7 +237,7 @@ absl::Status CudaDataParallel::AllReduceWorld(std::vector<float>* values) {
 absl::Status CudaDataParallel::Barrier() {
   RM_RETURN_IF_ERROR(Join());
   if (world_size_ == 1) return absl::OkStatus();
-  Keep(comms_.world->BarrierAsync(stream()));
+  Keep(plan_.comms().world->BarrierAsync(stream()));
   return Settle();
 }
 

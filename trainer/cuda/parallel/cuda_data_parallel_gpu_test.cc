@@ -179,6 +179,9 @@ std::vector<RankResult> TrainRanks(const BertConfig& config, const std::vector<f
       CudaTrainerOptions options;
       options.sharding = sharding;
       options.bucket_cap_bytes = bucket_cap_bytes;
+      // Plain all-reduces, counted below (one per bucket per step); with zero-block skipping a
+      // sparse bucket (the embeddings) goes as an all-to-all and an all-gather instead.
+      options.compression.skip_zero_blocks = false;
       const ParamLayout layout = MakeBertParamLayout(config);
       auto state = CudaTrainerState::Create(config, layout, initial, options, comms);
       if (!state.ok()) return fail(state.status().ToString());
