@@ -32,9 +32,7 @@ namespace {
 // Rows per block (threads) and per shared tile: 64 up to D = 64 (two tiles of 64×64 floats,
 // 32 KiB of shared memory), 32 at D = 128 (the same 32 KiB).
 template <int kMaxD>
-constexpr int TileRows() {
-  return kMaxD <= 64 ? 64 : 32;
-}
+inline constexpr int kTileRows = kMaxD <= 64 ? 64 : 32;
 
 // The dropout multiplier of element (i, j) of block bh: as AttentionDropoutKernel.
 __device__ inline float DropMul(uint64_t stream_seed, uint64_t flat, float p, float keep_scale) {
@@ -68,9 +66,9 @@ __device__ inline float Dot(const float* a, const float* b) {
 
 // Grid: x = bh, y = query tile. stats (bh, i) = (m, l).
 template <typename T, int kMaxD>
-__global__ void __launch_bounds__(TileRows<kMaxD>())
+__global__ void __launch_bounds__(kTileRows<kMaxD>)
     FlashForwardKernel(FlashAttentionForwardArgs<T> a, float keep_scale) {
-  constexpr int kTile = TileRows<kMaxD>();
+  constexpr int kTile = kTileRows<kMaxD>;
   __shared__ float ks[kTile][kMaxD];
   __shared__ float vs[kTile][kMaxD];
   __shared__ float bias_s[kTile];
@@ -147,9 +145,9 @@ __global__ void __launch_bounds__(TileRows<kMaxD>())
 
 // Query-parallel: D_i = dO_i · O_i (written to dsum) and dQ_i = scale · Σ_j dS_ij K_j.
 template <typename T, int kMaxD>
-__global__ void __launch_bounds__(TileRows<kMaxD>())
+__global__ void __launch_bounds__(kTileRows<kMaxD>)
     FlashBackwardDqKernel(FlashAttentionBackwardArgs<T> a, float keep_scale) {
-  constexpr int kTile = TileRows<kMaxD>();
+  constexpr int kTile = kTileRows<kMaxD>;
   __shared__ float ks[kTile][kMaxD];
   __shared__ float vs[kTile][kMaxD];
   __shared__ float bias_s[kTile];
@@ -215,9 +213,9 @@ __global__ void __launch_bounds__(TileRows<kMaxD>())
 
 // Key-parallel: dV_j = Σ_i (P ⊙ M)_ij dO_i, dK_j = scale · Σ_i dS_ij Q_i.
 template <typename T, int kMaxD>
-__global__ void __launch_bounds__(TileRows<kMaxD>())
+__global__ void __launch_bounds__(kTileRows<kMaxD>)
     FlashBackwardDkvKernel(FlashAttentionBackwardArgs<T> a, float keep_scale) {
-  constexpr int kTile = TileRows<kMaxD>();
+  constexpr int kTile = kTileRows<kMaxD>;
   __shared__ float qs[kTile][kMaxD];
   __shared__ float dos[kTile][kMaxD];
   __shared__ float m_s[kTile], inv_l_s[kTile], dsum_s[kTile];
@@ -299,7 +297,7 @@ bool ValidShape(int B, int S, int NH, int D, int64_t ld_in, int64_t ld_out, floa
 
 template <int kMaxD>
 dim3 Grid(int B, int NH, int S) {
-  constexpr int kTile = TileRows<kMaxD>();
+  constexpr int kTile = kTileRows<kMaxD>;
   return dim3(static_cast<unsigned>(B * NH), static_cast<unsigned>((S + kTile - 1) / kTile));
 }
 
@@ -308,7 +306,7 @@ float KeepScale(float p) { return p > 0.0f ? 1.0f / (1.0f - p) : 1.0f; }
 template <typename T, int kMaxD>
 cudaError_t ForwardAt(const FlashAttentionForwardArgs<T>& a, float keep, cudaStream_t stream) {
   FlashForwardKernel<T, kMaxD>
-      <<<Grid<kMaxD>(a.B, a.NH, a.S), TileRows<kMaxD>(), 0, stream>>>(a, keep);
+      <<<Grid<kMaxD>(a.B, a.NH, a.S), kTileRows<kMaxD>, 0, stream>>>(a, keep);
   return cudaGetLastError();
 }
 
@@ -317,12 +315,12 @@ cudaError_t BackwardAt(const FlashAttentionBackwardArgs<T>& a, float keep,
                        const KernelCost& dq_cost, const KernelCost& dkv_cost, cudaStream_t stream) {
   DeclareKernelCost(dq_cost);
   FlashBackwardDqKernel<T, kMaxD>
-      <<<Grid<kMaxD>(a.B, a.NH, a.S), TileRows<kMaxD>(), 0, stream>>>(a, keep);
+      <<<Grid<kMaxD>(a.B, a.NH, a.S), kTileRows<kMaxD>, 0, stream>>>(a, keep);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   DeclareKernelCost(dkv_cost);
   FlashBackwardDkvKernel<T, kMaxD>
-      <<<Grid<kMaxD>(a.B, a.NH, a.S), TileRows<kMaxD>(), 0, stream>>>(a, keep);
+      <<<Grid<kMaxD>(a.B, a.NH, a.S), kTileRows<kMaxD>, 0, stream>>>(a, keep);
   return cudaGetLastError();
 }
 
