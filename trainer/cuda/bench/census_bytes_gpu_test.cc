@@ -16,6 +16,7 @@
 #include "cuda_emu/census.h"
 #include "trainer/cuda/kernels/attention_ops.h"
 #include "trainer/cuda/kernels/bias_grad.h"
+#include "trainer/cuda/kernels/flash_attention.h"
 #include "trainer/cuda/kernels/kernels.h"
 
 namespace ringmaster::trainer::cuda {
@@ -137,6 +138,38 @@ TEST(CensusBytes, LayerNormSoftmaxAttention) {
                                     scores, dscores, bias, amask, dropped, rows, heads}) {
     cudaFree(p);
   }
+}
+
+// The fused attention on the model's layout: Q, K, V in place in (N, 3H) rows (all of it read),
+// the context and its gradient as (N, H) rows, dQ/dK/dV into (N, 3H) rows; S = 70 spans two
+// tiles of 64, with key padding and dropout. The backward's two kernels are declared apiece.
+TEST(CensusBytes, FlashAttention) {
+  const int B = 2, S = 70, NH = 2, D = 8, H = NH * D;
+  const size_t N = size_t{B} * S, rows = size_t{B} * NH * S;
+  float* qkv = Device(Values(N * 3 * H));
+  std::vector<float> host_bias(N, 0.0f);
+  for (int j = 60; j < S; ++j) host_bias[S + j] = -3.0e38f;
+  float* bias = Device(host_bias);
+  float* out = Device(std::vector<float>(N * H));
+  float* dout = Device(Values(N * H, 0.02f));
+  float* stats = Device(std::vector<float>(rows * 2));
+  float* dsum = Device(std::vector<float>(rows));
+  float* dqkv = Device(std::vector<float>(N * 3 * H));
+  FlashAttentionForwardArgs<float> f;
+  f.q = qkv, f.k = qkv + H, f.v = qkv + 2 * H, f.ld_qkv = 3 * H, f.mask_bias = bias;
+  f.out = out, f.ld_out = H, f.stats = stats, f.B = B, f.S = S, f.NH = NH, f.D = D;
+  f.scale = 0.35f, f.dropout_p = 0.1f, f.seed = 5;
+  ExpectDeclaredMatchesTouched("flash attention forward",
+                               [&] { return FlashAttentionForward(f, nullptr); });
+  FlashAttentionBackwardArgs<float> g;
+  g.q = f.q, g.k = f.k, g.v = f.v, g.ld_qkv = f.ld_qkv, g.mask_bias = bias, g.out = out;
+  g.dout = dout, g.ld_out = H, g.stats = stats, g.dsum = dsum;
+  g.dq = dqkv, g.dk = dqkv + H, g.dv = dqkv + 2 * H, g.ld_dqkv = 3 * H;
+  g.B = B, g.S = S, g.NH = NH, g.D = D, g.scale = f.scale, g.dropout_p = f.dropout_p;
+  g.seed = f.seed;
+  ExpectDeclaredMatchesTouched("flash attention backward",
+                               [&] { return FlashAttentionBackward(g, nullptr); });
+  for (float* p : {qkv, bias, out, dout, stats, dsum, dqkv}) cudaFree(p);
 }
 
 TEST(CensusBytes, EmbeddingLossNormBiasAdamW) {

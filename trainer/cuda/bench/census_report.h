@@ -52,8 +52,11 @@ StepSummary Summarise(const std::string& precision, const cuda_emu::Census& firs
 
 struct Prediction {
   double gemm_seconds = 0, memory_seconds = 0, overhead_seconds = 0, step_seconds = 0;
+  // Non-GEMM kernels above the fp32 ridge (the fused attention's FMA loops on CUDA cores): per
+  // kernel name, the time its declared FLOPs take at the fp32 ceiling beyond its bytes' time.
+  double kernel_compute_seconds = 0;
   double mfu = 0;                 // model FLOPs / (step time · the GEMM ceiling of its precision)
-  double outside_gemm_share = 0;  // (memory + overhead) / step
+  double outside_gemm_share = 0;  // (memory + kernel compute + overhead) / step
 };
 Prediction Predict(const StepSummary& s, const RooflineDevice& d, const RooflineAssumptions& a,
                    double model_flops);

@@ -13,10 +13,10 @@
 namespace ringmaster::trainer::cuda {
 
 size_t CudaBertModel::LayOutArena(Buffers* out, char* base, int B, int S, bool hidden_dropout,
-                                  bool attention_dropout) const {
+                                  bool /*attention_dropout: regenerated, nothing stored*/) const {
   const size_t H = config_.hidden_size, I = config_.intermediate_size;
   const size_t NH = config_.num_attention_heads, C = config_.num_labels;
-  const size_t N = static_cast<size_t>(B) * S, BH = B * NH, SS = static_cast<size_t>(S) * S;
+  const size_t N = static_cast<size_t>(B) * S, BH = B * NH;
   const size_t scratch_ln =
       LayerNormBackwardScratchFloats(static_cast<int>(N), static_cast<int>(H));
   const size_t scratch_bias =
@@ -48,11 +48,8 @@ size_t CudaBertModel::LayOutArena(Buffers* out, char* base, int B, int S, bool h
       a.x = x;
       continue;
     }
-    a.qh = f(N * H);
-    a.kh = f(N * H);
-    a.vh = f(N * H);
-    a.probs = f(BH * SS);
-    a.probs_mask = attention_dropout ? f(BH * SS) : nullptr;
+    a.qkv = f(N * 3 * H);
+    a.attn_stats = f(BH * S * 2);
     a.ctx = f(N * H);
     a.attn_mask = hidden_dropout ? f(N * H) : nullptr;
     a.ln1_in = f(N * H);
@@ -74,18 +71,12 @@ size_t CudaBertModel::LayOutArena(Buffers* out, char* base, int B, int S, bool h
   b.logits = f(B * C);
   b.dlogits = f(B * C);
   b.losses = f(B);
-  b.qkv = f(N * 3 * H);
-  b.pdrop = f(BH * SS);
-  b.heads = f(N * H);
   b.dA = f(N * H);
   b.dB = f(N * H);
   b.dC = f(N * H);
   b.dI = f(N * I);
   b.dqkv = f(N * 3 * H);
-  b.dqh = f(N * H);
-  b.dkh = f(N * H);
-  b.dvh = f(N * H);
-  b.dp = f(BH * SS);
+  b.attn_dsum = f(BH * S);
   b.ln_scratch = f(scratch_ln);
   b.bias_scratch = f(scratch_bias);
   b.recompute_out = checkpointing_ ? f(N * H) : nullptr;

@@ -13,13 +13,14 @@ namespace ringmaster::trainer::cuda {
 // One encoder layer's activations. With gradient checkpointing every layer's pointers other than
 // x name the same buffers: forward overwrites them layer after layer and backward recomputes them.
 struct CudaBertModel::LayerActs {
-  float* x = nullptr;                  // (N, H) layer input
-  float *qh = nullptr, *kh = nullptr;  // (BH, S, D) each
-  float* vh = nullptr;                 // (BH, S, D)
-  float* probs = nullptr;              // (BH, S, S) softmax output, before dropout
-  float* probs_mask = nullptr;         // (BH, S, S) when attention dropout is on
-  float* ctx = nullptr;                // (N, H) attention context, rows
-  float* attn_mask = nullptr;          // (N, H) when hidden dropout is on
+  float* x = nullptr;    // (N, H) layer input
+  float* qkv = nullptr;  // (N, 3H) the Q, K, V projection, read in place by the fused attention
+  // (BH, S, 2) the fused attention's row max and row sum (flash_attention.h): what its backward
+  // needs to recompute the probabilities. No S×S tensor is kept; attention dropout's masks are
+  // regenerated from the counter RNG.
+  float* attn_stats = nullptr;
+  float* ctx = nullptr;        // (N, H) attention context, rows
+  float* attn_mask = nullptr;  // (N, H) when hidden dropout is on
   float *ln1_in = nullptr, *ln1_mean = nullptr, *ln1_rstd = nullptr, *h1 = nullptr;
   float *u = nullptr, *g = nullptr;  // (N, I) pre- and post-GELU
   float* ffn_mask = nullptr;         // (N, H)
@@ -38,14 +39,10 @@ struct CudaBertModel::Buffers {
   float *logits = nullptr, *dlogits = nullptr;       // (B, C)
   float* losses = nullptr;                           // (B)
   // Scratch shared by all layers.
-  float* qkv = nullptr;                                  // (N, 3H)
-  float* pdrop = nullptr;                                // (BH, S, S)
-  float* heads = nullptr;                                // (BH, S, D) context / its gradient
-  float *dA = nullptr, *dB = nullptr, *dC = nullptr;     // (N, H)
-  float* dI = nullptr;                                   // (N, I)
-  float* dqkv = nullptr;                                 // (N, 3H)
-  float *dqh = nullptr, *dkh = nullptr, *dvh = nullptr;  // (BH, S, D)
-  float* dp = nullptr;                                   // (BH, S, S)
+  float *dA = nullptr, *dB = nullptr, *dC = nullptr;  // (N, H)
+  float* dI = nullptr;                                // (N, I)
+  float* dqkv = nullptr;                              // (N, 3H)
+  float* attn_dsum = nullptr;  // (BH, S) rowsum(dO ⊙ O), attention backward
   float* ln_scratch = nullptr;
   float* bias_scratch = nullptr;
   float* recompute_out = nullptr;  // (N, H) with checkpointing: the recomputed layer's output

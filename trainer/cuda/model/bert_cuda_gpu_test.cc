@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "trainer/cuda/device_array.h"
@@ -174,6 +175,21 @@ TEST_P(CudaBertTest, ForwardBackwardMatchCpuModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dropout, CudaBertTest, ::testing::Values(0.0f, 0.1f));
+
+// The fused attention holds head dims up to 128: a larger one is refused when the model is
+// made, naming it, rather than failing at the first launch.
+using CudaBertCreateTest = GpuModelTest<>;
+TEST_F(CudaBertCreateTest, HeadDimBeyondTheFusedAttentionIsRefused) {
+  BertConfig c = SmallConfig(0.0f);
+  c.num_attention_heads = 2;
+  c.hidden_size = 2 * 129;
+  auto refused = CudaBertModel::Create(c, MakeBertParamLayout(c), gemm_.get(), stream_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("head dim 129"), std::string::npos) << refused.status();
+  c.hidden_size = 2 * 128;
+  EXPECT_TRUE(CudaBertModel::Create(c, MakeBertParamLayout(c), gemm_.get(), stream_).ok());
+}
 
 TEST(AttentionOps, HeadsLayoutRoundTrip) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";

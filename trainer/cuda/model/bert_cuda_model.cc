@@ -8,6 +8,7 @@
 #include "trainer/cuda/cuda_status.h"
 #include "trainer/cuda/kernels/attention_ops.h"
 #include "trainer/cuda/kernels/bias_grad.h"
+#include "trainer/cuda/kernels/flash_attention.h"
 #include "trainer/cuda/kernels/kernels.h"
 #include "trainer/cuda/model/bert_cuda_buffers.h"
 #include "trainer/model/bert_spec_index.h"
@@ -54,6 +55,12 @@ absl::StatusOr<std::unique_ptr<CudaBertModel>> CudaBertModel::Create(
     return absl::InvalidArgumentError(
         absl::StrFormat("CudaBertModel: hidden_size %d is not a multiple of num_attention_heads %d",
                         config.hidden_size, config.num_attention_heads));
+  }
+  if (!FlashAttentionSupported(config.head_dim())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CudaBertModel: head dim %d (hidden_size / num_attention_heads) is not supported by the "
+        "fused attention (1 to 128)",
+        config.head_dim()));
   }
   std::unique_ptr<CudaBertModel> m(new CudaBertModel());
   m->config_ = config;
@@ -150,40 +157,29 @@ absl::Status CudaBertModel::DropoutResidualLayerNorm(float* y, float* mask, cons
   return absl::OkStatus();
 }
 
+FlashAttentionForwardArgs<float> CudaBertModel::AttentionArgs(const LayerActs& a,
+                                                              uint64_t dropout_seed, int l) const {
+  const int H = config_.hidden_size, D = config_.head_dim();
+  FlashAttentionForwardArgs<float> f;
+  f.q = a.qkv, f.k = a.qkv + H, f.v = a.qkv + 2 * H, f.ld_qkv = 3 * H;
+  f.mask_bias = buf_->mask_bias;
+  f.out = a.ctx, f.ld_out = H, f.stats = a.attn_stats;
+  f.B = B_, f.S = S_, f.NH = config_.num_attention_heads, f.D = D;
+  f.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  // The CPU model's per-(batch, head) streams of this layer's site (bert_spec_index.h).
+  f.dropout_p = attn_p_, f.seed = SiteSeed(dropout_seed, l + 1, 1);
+  return f;
+}
+
 absl::Status CudaBertModel::LayerForward(int l, float* out, uint64_t dropout_seed) {
   Buffers& b = *buf_;
   LayerActs& a = b.layers[l];
   const int B = B_, S = S_, H = config_.hidden_size, I = config_.intermediate_size;
-  const int NH = config_.num_attention_heads, D = config_.head_dim();
-  const int64_t N = static_cast<int64_t>(B) * S, BH = static_cast<int64_t>(B) * NH;
-  // Q, K, V: one [3H, H] projection (the three weights and biases are adjacent), then heads-major.
-  RM_RETURN_IF_ERROR(LinearFwd(a.x, LayerIndex(l, kQW), P(LayerIndex(l, kQB)), b.qkv, N, H, 3 * H));
-  RM_KERNEL(RowsToHeads(b.qkv, 3 * H, a.qh, B, S, NH, D, stream_));
-  RM_KERNEL(RowsToHeads(b.qkv + H, 3 * H, a.kh, B, S, NH, D, stream_));
-  RM_KERNEL(RowsToHeads(b.qkv + 2 * H, 3 * H, a.vh, B, S, NH, D, stream_));
-  // scores (BH, S, S) = Q·Kᵀ; softmax(scale·scores + key-padding bias) in place.
-  GemmProblem qk;
-  qk.M = S, qk.N = S, qk.K = D, qk.batch = static_cast<int>(BH);
-  qk.a = {a.qh, CUDA_R_32F, false, D, static_cast<int64_t>(S) * D};
-  qk.b = {a.kh, CUDA_R_32F, true, D, static_cast<int64_t>(S) * D};
-  qk.c = a.probs, qk.ldc = S, qk.c_batch_stride = static_cast<int64_t>(S) * S;
-  RM_RETURN_IF_ERROR(autocast_->Run(qk, gemm_));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  RM_KERNEL(MaskedSoftmaxForward(a.probs, b.mask_bias, B, NH, S, scale, stream_));
-  const float* p_used = a.probs;
-  if (attn_p_ > 0) {
-    RM_KERNEL(AttentionDropoutForward(a.probs, a.probs_mask, b.pdrop, static_cast<int>(BH), S,
-                                      attn_p_, SiteSeed(dropout_seed, l + 1, 1), stream_));
-    p_used = b.pdrop;
-  }
-  // context (BH, S, D) = P·V, back to rows (N, H).
-  GemmProblem pv;
-  pv.M = S, pv.N = D, pv.K = S, pv.batch = static_cast<int>(BH);
-  pv.a = {p_used, CUDA_R_32F, false, S, static_cast<int64_t>(S) * S};
-  pv.b = {a.vh, CUDA_R_32F, false, D, static_cast<int64_t>(S) * D};
-  pv.c = b.heads, pv.ldc = D, pv.c_batch_stride = static_cast<int64_t>(S) * D;
-  RM_RETURN_IF_ERROR(autocast_->Run(pv, gemm_));
-  RM_KERNEL(HeadsToRows(b.heads, a.ctx, H, B, S, NH, D, stream_));
+  const int64_t N = static_cast<int64_t>(B) * S;
+  // Q, K, V: one [3H, H] projection (the three weights and biases are adjacent) into (N, 3H)
+  // rows; the fused attention reads its heads in place and writes the context as (N, H) rows.
+  RM_RETURN_IF_ERROR(LinearFwd(a.x, LayerIndex(l, kQW), P(LayerIndex(l, kQB)), a.qkv, N, H, 3 * H));
+  RM_KERNEL(FlashAttentionForward(AttentionArgs(a, dropout_seed, l), stream_));
   // Attention output dense → dropout → residual → LayerNorm.
   RM_RETURN_IF_ERROR(
       LinearFwd(a.ctx, LayerIndex(l, kAoW), P(LayerIndex(l, kAoB)), a.ln1_in, N, H, H));
@@ -290,8 +286,7 @@ absl::Status CudaBertModel::LayerBackward(int l) {
   Buffers& b = *buf_;
   LayerActs& a = b.layers[l];
   const int B = B_, S = S_, H = config_.hidden_size, I = config_.intermediate_size;
-  const int NH = config_.num_attention_heads, D = config_.head_dim();
-  const int64_t N = static_cast<int64_t>(B) * S, BH = static_cast<int64_t>(B) * NH;
+  const int64_t N = static_cast<int64_t>(B) * S;
   const size_t NHsz = static_cast<size_t>(N) * H;
   const int n = static_cast<int>(N);
   auto copy = [&](float* dst, const float* src) {
@@ -326,46 +321,15 @@ absl::Status CudaBertModel::LayerBackward(int l) {
   RM_RETURN_IF_ERROR(LinearDw(b.dB, a.ctx, G(LayerIndex(l, kAoW)), N, H, H));
   RM_KERNEL(BiasGradient(b.dB, G(LayerIndex(l, kAoB)), b.bias_scratch, n, H, true, stream_));
 
-  // Attention: dC is d ctx (rows) → heads-major.
-  RM_KERNEL(RowsToHeads(b.dC, H, b.heads, B, S, NH, D, stream_));
-  const float* p_used = a.probs;
-  if (attn_p_ > 0) {
-    RM_KERNEL(Multiply(a.probs, a.probs_mask, b.pdrop, static_cast<size_t>(BH) * S * S, stream_));
-    p_used = b.pdrop;
-  }
-  const int64_t sd = static_cast<int64_t>(S) * D, ss = static_cast<int64_t>(S) * S;
-  // dV = P_dᵀ · dctx (S, D).
-  GemmProblem dv;
-  dv.M = S, dv.N = D, dv.K = S, dv.batch = static_cast<int>(BH);
-  dv.a = {p_used, CUDA_R_32F, true, S, ss};
-  dv.b = {b.heads, CUDA_R_32F, false, D, sd};
-  dv.c = b.dvh, dv.ldc = D, dv.c_batch_stride = sd;
-  RM_RETURN_IF_ERROR(autocast_->Run(dv, gemm_));
-  // dP_d = dctx · Vᵀ (S, S); through the dropout mask; softmax backward (scaled) in place.
-  GemmProblem dpp;
-  dpp.M = S, dpp.N = S, dpp.K = D, dpp.batch = static_cast<int>(BH);
-  dpp.a = {b.heads, CUDA_R_32F, false, D, sd};
-  dpp.b = {a.vh, CUDA_R_32F, true, D, sd};
-  dpp.c = b.dp, dpp.ldc = S, dpp.c_batch_stride = ss;
-  RM_RETURN_IF_ERROR(autocast_->Run(dpp, gemm_));
-  RM_KERNEL(DropoutBackward(b.dp, a.probs_mask, static_cast<size_t>(BH) * S * S, attn_p_, stream_));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  RM_KERNEL(MaskedSoftmaxBackward(a.probs, b.dp, B, NH, S, scale, stream_));
-  // dQ = dS · K ; dK = dSᵀ · Q.
-  GemmProblem dq;
-  dq.M = S, dq.N = D, dq.K = S, dq.batch = static_cast<int>(BH);
-  dq.a = {b.dp, CUDA_R_32F, false, S, ss};
-  dq.b = {a.kh, CUDA_R_32F, false, D, sd};
-  dq.c = b.dqh, dq.ldc = D, dq.c_batch_stride = sd;
-  RM_RETURN_IF_ERROR(autocast_->Run(dq, gemm_));
-  GemmProblem dk = dq;
-  dk.a.transpose = true;
-  dk.b.ptr = a.qh;
-  dk.c = b.dkh;
-  RM_RETURN_IF_ERROR(autocast_->Run(dk, gemm_));
-  RM_KERNEL(HeadsToRows(b.dqh, b.dqkv, 3 * H, B, S, NH, D, stream_));
-  RM_KERNEL(HeadsToRows(b.dkh, b.dqkv + H, 3 * H, B, S, NH, D, stream_));
-  RM_KERNEL(HeadsToRows(b.dvh, b.dqkv + 2 * H, 3 * H, B, S, NH, D, stream_));
+  // Attention: dC is d ctx (rows); dQ, dK, dV straight into the (N, 3H) rows of dqkv.
+  const FlashAttentionForwardArgs<float> f = AttentionArgs(a, dropout_seed_, l);
+  FlashAttentionBackwardArgs<float> g;
+  g.q = f.q, g.k = f.k, g.v = f.v, g.ld_qkv = f.ld_qkv, g.mask_bias = f.mask_bias;
+  g.out = a.ctx, g.dout = b.dC, g.ld_out = H, g.stats = a.attn_stats, g.dsum = b.attn_dsum;
+  g.dq = b.dqkv, g.dk = b.dqkv + H, g.dv = b.dqkv + 2 * H, g.ld_dqkv = 3 * H;
+  g.B = f.B, g.S = f.S, g.NH = f.NH, g.D = f.D, g.scale = f.scale, g.dropout_p = f.dropout_p;
+  g.seed = f.seed;
+  RM_KERNEL(FlashAttentionBackward(g, stream_));
   // QKV projection ([3H, H] weight, [3H] bias): dA += dqkv·W.
   RM_RETURN_IF_ERROR(LinearDx(b.dqkv, LayerIndex(l, kQW), b.dA, N, H, 3 * H,
                               /*accumulate=*/true));

@@ -2,7 +2,9 @@
 // model (trainer/model/bert_model.h, its numerical oracle) over the same flat parameter layout,
 // with every activation in one device arena, GEMMs through cuBLASLt (gemm.h) and the trainer's
 // kernels. The same dropout masks as the CPU for the same seed, so a training step can be
-// compared with the CPU engine's element by element.
+// compared with the CPU engine's element by element. Attention is fused (flash_attention.h: one
+// forward launch, two backward, heads read in place from the QKV rows, dropout masks regenerated
+// from the counter RNG, no S×S tensor); head dims 1 to 128.
 //
 // Parameters and gradients are reached unit by unit through UnitAccess<float>, whose pointers
 // here are DEVICE pointers (a data-parallel engine can gather a unit just in time and reduce its
@@ -24,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "jobspec/bert_config.h"
+#include "trainer/cuda/kernels/flash_attention.h"
 #include "trainer/cuda/kernels/gemm.h"
 #include "trainer/cuda/model/autocast.h"
 #include "trainer/model/bert_model.h"
@@ -101,6 +104,10 @@ class CudaBertModel {
   void Release(UnitAccess<float>* access, int unit, bool grads);
   absl::Status LayerForward(int l, float* out, uint64_t dropout_seed);
   absl::Status LayerBackward(int l);
+  // Layer l's fused attention (forward; backward builds on it): Q, K, V from its qkv rows, the
+  // context into ctx, this layer's attention-dropout site of the step's seed.
+  FlashAttentionForwardArgs<float> AttentionArgs(const LayerActs& a, uint64_t dropout_seed,
+                                                 int l) const;
   // y = LayerNorm(dropout(y) + residual) into `out`, saving mean/rstd (BertModel's closing step).
   absl::Status DropoutResidualLayerNorm(float* y, float* mask, const float* residual,
                                         const float* gamma, const float* beta, float* mean,
