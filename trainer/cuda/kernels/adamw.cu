@@ -2,6 +2,7 @@
 // (trainer/optim/adamw.cc): decoupled weight decay where decay_mask[i] != 0, bias correction.
 #include <cmath>
 
+#include "trainer/cuda/kernels/cuda_common.cuh"
 #include "trainer/cuda/kernels/kernel_cost.h"
 #include "trainer/cuda/kernels/kernels.h"
 
@@ -26,7 +27,7 @@ __global__ void AdamWStepKernel(float* params, const float* grads, float* m, flo
 }
 
 int Blocks(size_t n, int threads) {
-  const size_t b = (n + threads - 1) / threads;
+  const size_t b = CeilDiv<size_t>(n, threads);
   return static_cast<int>(b < 65535 ? (b == 0 ? 1 : b) : 65535);
 }
 

@@ -1,6 +1,7 @@
 // fp32 → bf16 / fp16 casts for the mixed-precision GEMMs (round to nearest even; fp16 overflows
 // to ±inf, NaN stays NaN), and an in-place scale for fp16 loss-scaling's unscale. Elementwise,
 // memory bound: a grid-stride loop so one launch covers any n. CPU references: cpu_half.h.
+#include "trainer/cuda/kernels/cuda_common.cuh"
 #include "trainer/cuda/kernels/kernel_cost.h"
 #include "trainer/cuda/kernels/kernels.h"
 
@@ -29,7 +30,7 @@ __global__ void ScaleKernel(float* x, size_t n, float factor) {
 }
 
 int Blocks(size_t n, int threads) {
-  const size_t b = (n + threads - 1) / threads;
+  const size_t b = CeilDiv<size_t>(n, threads);
   return static_cast<int>(b < 65535 ? (b == 0 ? 1 : b) : 65535);
 }
 

@@ -1,6 +1,7 @@
 // Classification loss of BertForSequenceClassification, as BertModel::Forward/Backward:
 // cross-entropy with integer labels (stored as floats) for C > 1, squared error for C == 1.
 // One thread per sample (C is small). The mean over the batch is left to the caller.
+#include "trainer/cuda/kernels/cuda_common.cuh"
 #include "trainer/cuda/kernels/kernel_cost.h"
 #include "trainer/cuda/kernels/kernels.h"
 

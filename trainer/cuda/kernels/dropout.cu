@@ -1,6 +1,7 @@
 // Inverted dropout with the counter-based mask of cpu::DropoutForward: element i of a launch
 // keeps iff UniformAt(seed, i) >= p, so the mask is the CPU's for the same seed.
 #include "trainer/cuda/kernels/counter_rng.cuh"
+#include "trainer/cuda/kernels/cuda_common.cuh"
 #include "trainer/cuda/kernels/kernel_cost.h"
 #include "trainer/cuda/kernels/kernels.h"
 
@@ -32,7 +33,7 @@ __global__ void UniformFillKernel(float* out, size_t n, uint64_t seed, uint64_t 
 }
 
 int Blocks(size_t n, int threads) {
-  const size_t b = (n + threads - 1) / threads;
+  const size_t b = CeilDiv<size_t>(n, threads);
   return static_cast<int>(b < 65535 ? (b == 0 ? 1 : b) : 65535);
 }
 

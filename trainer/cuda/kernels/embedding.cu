@@ -3,6 +3,7 @@
 //   word: atomicAdd per element — repeated ids make the summation order, and so the last bits,
 //         run-dependent; the padding row gets no gradient (nn.Embedding padding_idx).
 //   position, token type: deterministic, one thread per table element summing rows in order.
+#include "trainer/cuda/kernels/cuda_common.cuh"
 #include "trainer/cuda/kernels/kernel_cost.h"
 #include "trainer/cuda/kernels/kernels.h"
 
@@ -65,7 +66,7 @@ __global__ void EmbeddingTypeBackwardKernel(const float* d, const int32_t* types
 }
 
 int Blocks(size_t n, int threads) {
-  const size_t b = (n + threads - 1) / threads;
+  const size_t b = CeilDiv<size_t>(n, threads);
   return static_cast<int>(b < 65535 ? (b == 0 ? 1 : b) : 65535);
 }
 

@@ -298,7 +298,7 @@ bool ValidShape(int B, int S, int NH, int D, int64_t ld_in, int64_t ld_out, floa
 template <int kMaxD>
 dim3 Grid(int B, int NH, int S) {
   constexpr int kTile = kTileRows<kMaxD>;
-  return dim3(static_cast<unsigned>(B * NH), static_cast<unsigned>((S + kTile - 1) / kTile));
+  return dim3(static_cast<unsigned>(B * NH), static_cast<unsigned>(CeilDiv<size_t>(S, kTile)));
 }
 
 float KeepScale(float p) { return p > 0.0f ? 1.0f / (1.0f - p) : 1.0f; }

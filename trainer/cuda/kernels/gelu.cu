@@ -1,5 +1,6 @@
 // Exact GELU, forward and backward: elementwise, memory bound; a grid-stride loop so one launch
 // covers any n.
+#include "trainer/cuda/kernels/cuda_common.cuh"
 #include "trainer/cuda/kernels/kernel_cost.h"
 #include "trainer/cuda/kernels/kernels.h"
 
@@ -25,7 +26,7 @@ __global__ void GeluBackwardKernel(const float* dy, const float* x, float* dx, s
 }
 
 int Blocks(size_t n, int threads) {
-  const size_t b = (n + threads - 1) / threads;
+  const size_t b = CeilDiv<size_t>(n, threads);
   return static_cast<int>(b < 65535 ? (b == 0 ? 1 : b) : 65535);
 }
 

@@ -3,6 +3,7 @@
 // n only) of grid-stride partial sums, each block reduced by a fixed tree into scratch, then one
 // block summing the partials by the same tree. The clip reads the norm on the device, so no
 // host synchronisation is needed.
+#include "trainer/cuda/kernels/cuda_common.cuh"
 #include "trainer/cuda/kernels/kernel_cost.h"
 #include "trainer/cuda/kernels/kernels.h"
 

@@ -2,16 +2,12 @@
 // centred variance, as the CPU reference does, for the same rounding behaviour).
 // LayerNorm backward: dx one warp per row; dgamma/dbeta by a deterministic two-stage reduction
 // (per row-chunk partial sums into scratch, then a per-column sum over the chunks in order).
+#include "trainer/cuda/kernels/cuda_common.cuh"
 #include "trainer/cuda/kernels/kernel_cost.h"
 #include "trainer/cuda/kernels/kernels.h"
 
 namespace ringmaster::trainer::cuda {
 namespace {
-
-__device__ float WarpSum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 __global__ void LayerNormForwardKernel(const float* x, const float* gamma, const float* beta,
                                        float* y, float* mean, float* rstd, int N, int H,
@@ -36,7 +32,7 @@ __global__ void LayerNormForwardKernel(const float* x, const float* gamma, const
 
 constexpr int kRowsPerChunk = 64;
 
-int Chunks(int N) { return (N + kRowsPerChunk - 1) / kRowsPerChunk; }
+int Chunks(int N) { return CeilDiv(N, kRowsPerChunk); }
 
 // dx = (dy·γ − mean(dy·γ) − x̂·mean(dy·γ·x̂))·rstd, one warp per row (overwrites dx).
 __global__ void LayerNormBackwardDxKernel(const float* dy, const float* x, const float* gamma,
@@ -113,15 +109,15 @@ cudaError_t LayerNormBackward(const float* dy, const float* x, const float* gamm
   // dx: dy, x, gamma, mean, rstd in; dx out. Partial: dy, x, mean, rstd in; the chunk partials
   // out. Final: the partials in, dgamma/dbeta read and written (accumulated).
   DeclareKernelCost({2 * nh + 4.0 * H + 8.0 * N, nh, 10.0 * N * H});
-  LayerNormBackwardDxKernel<<<(N + kWarps - 1) / kWarps, kWarps * 32, 0, stream>>>(
-      dy, x, gamma, mean, rstd, dx, N, H);
+  LayerNormBackwardDxKernel<<<CeilDiv(N, kWarps), kWarps * 32, 0, stream>>>(dy, x, gamma, mean,
+                                                                            rstd, dx, N, H);
   constexpr int kThreads = 128;
-  const dim3 grid((H + kThreads - 1) / kThreads, chunks);
+  const dim3 grid(CeilDiv(H, kThreads), chunks);
   DeclareKernelCost({2 * nh + 8.0 * N, scratch_bytes, 5.0 * N * H});
   LayerNormBackwardPartialKernel<<<grid, kThreads, 0, stream>>>(dy, x, mean, rstd, scratch, N, H);
   DeclareKernelCost({scratch_bytes + 8.0 * H, 8.0 * H, 2.0 * chunks * H});
-  LayerNormBackwardFinalKernel<<<(H + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-      scratch, dgamma, dbeta, chunks, H);
+  LayerNormBackwardFinalKernel<<<CeilDiv(H, kThreads), kThreads, 0, stream>>>(scratch, dgamma,
+                                                                              dbeta, chunks, H);
   return cudaGetLastError();
 }
 
@@ -130,7 +126,7 @@ cudaError_t LayerNormForward(const float* x, const float* gamma, const float* be
                              cudaStream_t stream) {
   if (N <= 0 || H <= 0) return cudaErrorInvalidValue;
   constexpr int kWarps = 8;
-  const int blocks = (N + kWarps - 1) / kWarps;
+  const int blocks = CeilDiv(N, kWarps);
   // x, gamma, beta in; y, mean, rstd out.
   DeclareKernelCost({4.0 * N * H + 8.0 * H, 4.0 * N * H + 8.0 * N, 8.0 * N * H});
   LayerNormForwardKernel<<<blocks, kWarps * 32, 0, stream>>>(x, gamma, beta, y, mean, rstd, N, H,

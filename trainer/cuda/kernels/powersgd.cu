@@ -5,6 +5,7 @@
 // (powersgd_gpu_test checks the whole step against it).
 #include <algorithm>
 
+#include "trainer/cuda/kernels/cuda_common.cuh"
 #include "trainer/cuda/kernels/powersgd_kernels.h"
 
 namespace ringmaster::trainer::cuda {
@@ -13,7 +14,7 @@ namespace {
 constexpr int kThreads = 256;
 
 int Blocks(size_t n) {
-  const size_t b = (n + kThreads - 1) / kThreads;
+  const size_t b = CeilDiv<size_t>(n, kThreads);
   return static_cast<int>(b < 65535 ? (b == 0 ? 1 : b) : 65535);
 }
 
@@ -80,7 +81,7 @@ cudaError_t PowerSgdMQ(const float* m, const float* q, float* p, int rows, int c
                        cudaStream_t stream) {
   if (rows <= 0 || cols <= 0 || r <= 0) return cudaErrorInvalidValue;
   const int warps = kThreads / 32;
-  const int blocks = std::min((rows + warps - 1) / warps, 65535);
+  const int blocks = std::min(CeilDiv(rows, warps), 65535);
   MQKernel<<<blocks, kThreads, 0, stream>>>(m, q, p, rows, cols, r);
   return cudaGetLastError();
 }

@@ -3,21 +3,12 @@
 // cpu::MaskedSoftmaxForward per (batch, head).
 #include <cmath>
 
+#include "trainer/cuda/kernels/cuda_common.cuh"
 #include "trainer/cuda/kernels/kernel_cost.h"
 #include "trainer/cuda/kernels/kernels.h"
 
 namespace ringmaster::trainer::cuda {
 namespace {
-
-__device__ float WarpSum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ float WarpMax(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 __global__ void MaskedSoftmaxForwardKernel(float* scores, const float* bias, size_t rows, int NH,
                                            int S, float scale) {
@@ -60,7 +51,7 @@ __global__ void MaskedSoftmaxBackwardKernel(const float* probs, float* dprobs, s
 constexpr int kWarps = 8;
 
 bool RowGrid(size_t rows, unsigned* blocks) {
-  const size_t b = (rows + kWarps - 1) / kWarps;
+  const size_t b = CeilDiv<size_t>(rows, kWarps);
   if (b == 0 || b > 0x7fffffffu) return false;
   *blocks = static_cast<unsigned>(b);
   return true;

@@ -6,6 +6,7 @@
 // (__fmul_rn/__fadd_rn, which nvcc never fuses into an FMA; the CPU turns contraction off too).
 #include <type_traits>
 
+#include "trainer/cuda/kernels/cuda_common.cuh"
 #include "trainer/cuda/kernels/wire_codec.h"
 
 namespace ringmaster::trainer::cuda {
@@ -321,7 +322,7 @@ __global__ void DecodeChunksKernel(const uint8_t* in, size_t m, const uint32_t* 
   }
 }
 
-size_t Blocks(size_t n) { return (n + kChunk - 1) / kChunk; }
+size_t Blocks(size_t n) { return CeilDiv<size_t>(n, kChunk); }
 
 }  // namespace
 
@@ -367,7 +368,7 @@ cudaError_t WireChunkNonZeroMask(const float* data, const float* residual, size_
   const size_t bytes = WireChunkMaskBytes(n);
   if (bytes == 0) return cudaSuccess;
   // At most kMaxGrid warps, i.e. 2048 mask bytes (4M floats) per round.
-  const size_t blocks = (bytes + kWarps - 1) / kWarps;
+  const size_t blocks = CeilDiv<size_t>(bytes, kWarps);
   ChunkMaskKernel<<<Grid(blocks < kMaxGrid / kWarps ? blocks : kMaxGrid / kWarps), kThreads, 0,
                     stream>>>(data, residual, n, Blocks(n), mask, bytes);
   return cudaGetLastError();
