@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "trainer/model/cpu_isa.h"
 
 namespace ringmaster::trainer {
 
@@ -63,6 +64,7 @@ absl::StatusOr<WireCodec> ChooseAutoCodec(Communicator& world) {
 absl::StatusOr<CpuEngineOptions> CpuEngineOptionsForJob(const JobSpec& job) {
   CpuEngineOptions o;
   RM_ASSIGN_OR_RETURN(o.slowdown, Slowdown::FromEnv());
+  RM_RETURN_IF_ERROR(cpu::SetIsaFromEnv());  // RINGMASTER_CPU_ISA (trainer/model/cpu_isa.h)
   if (job.train.device == jobspec::Device::kCuda) {
     return absl::UnimplementedError(
         absl::StrCat(job.source, ": train.device: cuda is not available in this build"));
