@@ -1,6 +1,7 @@
 // CPU training throughput of the BERT trainer against the machine's sgemm ceiling and PyTorch.
 //
 //   build/trainer/bench_cpu_train [--steps N] [--no-torch] [--only a|b] [--profile] [--kernels]
+//   [--no-peak]
 //
 // The header names the machine: CPU model, the ISA level of the elementwise loops
 // (RINGMASTER_CPU_ISA), OpenBLAS's kernel (openblas_get_corename) and build, and the threads.
@@ -33,6 +34,7 @@
 #include "trainer/model/bert_model.h"
 #include "trainer/model/cpu_isa.h"
 #include "trainer/model/cpu_kernels.h"
+#include "trainer/model/omp_wait_default.h"
 #include "trainer/model/op_profile.h"
 #include "trainer/optim/adamw.h"
 
@@ -79,9 +81,11 @@ void PrintHeader() {
               : par == 2 ? "OpenMP"
                          : "?",
               openblas_get_num_threads());
-  std::printf("threads: OpenMP max %d, OMP_NUM_THREADS=%s, OMP_WAIT_POLICY=%s, GOMP_SPINCOUNT=%s\n",
-              omp_get_max_threads(), EnvOr("OMP_NUM_THREADS", "unset"),
-              EnvOr("OMP_WAIT_POLICY", "unset"), EnvOr("GOMP_SPINCOUNT", "unset"));
+  std::printf(
+      "threads: OpenMP max %d, OMP_NUM_THREADS=%s; OpenMP waits %s (OMP_WAIT_POLICY=%s, "
+      "GOMP_SPINCOUNT=%s)\n",
+      omp_get_max_threads(), EnvOr("OMP_NUM_THREADS", "unset"), rt::cpu::OmpWaitPolicyDescription(),
+      EnvOr("OMP_WAIT_POLICY", "unset"), EnvOr("GOMP_SPINCOUNT", "unset"));
 }
 
 double PeakRssMiB() {
@@ -195,11 +199,14 @@ bool RunTorch(const BenchConfig& bc, int steps, bool profile, Row* out) {
   const char* src = std::getenv("RINGMASTER_SOURCE_DIR");
   if (py == nullptr || src == nullptr) return false;
   char cmd[1024];
-  std::snprintf(cmd, sizeof(cmd),
-                "%s %s/trainer/bench/torch_bert_bench.py --hidden %d --layers %d --heads %d "
-                "--inter %d --seq %d --batch %d --steps %d --threads %d%s",
-                py, src, bc.hidden, bc.layers, bc.heads, bc.inter, bc.seq, bc.batch, steps,
-                omp_get_max_threads(), profile ? " --profile" : "");
+  // PyTorch runs with its own OpenMP default, not the trainer's (omp_wait_default.h).
+  std::snprintf(
+      cmd, sizeof(cmd),
+      "%s%s %s/trainer/bench/torch_bert_bench.py --hidden %d --layers %d --heads %d "
+      "--inter %d --seq %d --batch %d --steps %d --threads %d%s",
+      rt::cpu::OmpWaitDefaultApplied() ? "env -u OMP_WAIT_POLICY -u RINGMASTER_OMP_WAIT " : "", py,
+      src, bc.hidden, bc.layers, bc.heads, bc.inter, bc.seq, bc.batch, steps, omp_get_max_threads(),
+      profile ? " --profile" : "");
   FILE* p = popen(cmd, "r");
   if (p == nullptr) return false;
   char line[4096];
@@ -315,10 +322,12 @@ void BenchKernels() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rt::cpu::ApplyOmpWaitDefault(argv);  // the trainer's default OpenMP waiting (may re-exec)
   int steps = 5;
   bool torch = true;
   bool profile = false;
   bool kernels = false;
+  bool no_peak = false;  // skip the sgemm ceiling (its column prints 0)
   std::string only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -327,6 +336,7 @@ int main(int argc, char** argv) {
     if (a == "--only" && i + 1 < argc) only = argv[++i];
     if (a == "--profile") profile = true;
     if (a == "--kernels") kernels = true;
+    if (a == "--no-peak") no_peak = true;
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (absl::Status st = rt::cpu::SetIsaFromEnv(); !st.ok()) {
@@ -338,7 +348,7 @@ int main(int argc, char** argv) {
     BenchKernels();
     return 0;
   }
-  const double peak = MeasureSgemmPeak();
+  const double peak = no_peak ? 0.0 : MeasureSgemmPeak();
   std::printf("threads %d, sgemm peak (2048^3, best of 5): %.1f GFLOP/s\n", omp_get_max_threads(),
               peak);
   const BenchConfig configs[] = {{"a", 256, 4, 4, 1024, 128, 16}, {"b", 768, 12, 12, 3072, 128, 8}};
@@ -361,7 +371,7 @@ int main(int argc, char** argv) {
                   bc.inter, bc.seq, bc.batch);
     std::printf("%-4s %-22s %10.2f %10.0f %9.1f %7.1f%% %9.0f | ", bc.name, model,
                 ours.samples_per_s, ours.samples_per_s * bc.seq, ours.gflops,
-                100.0 * ours.gflops / peak, ours.rss_mib);
+                peak > 0 ? 100.0 * ours.gflops / peak : 0.0, ours.rss_mib);
     if (have_torch) {
       std::printf("%10.2f %9.0f %8.0f | %5.2fx\n", th.samples_per_s, th.rss_mib, th.step_ms,
                   ours.samples_per_s / th.samples_per_s);

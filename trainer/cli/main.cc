@@ -42,6 +42,7 @@ constexpr bool kNcclBuilt = false;
 #endif
 #include "trainer/dist/dist_context.h"
 #include "trainer/dist/rank_plan.h"
+#include "trainer/model/omp_wait_default.h"
 #include "trainer/train/device_choice.h"
 #include "trainer/train/throughput_probe.h"
 #include "trainer/train/trainer.h"
@@ -538,6 +539,8 @@ absl::Status Probe(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenMP waits passive unless the environment says otherwise (may re-exec; omp_wait_default.h).
+  rt::cpu::ApplyOmpWaitDefault(argv);
   ringmaster::SetLogProgramName("ringmaster-trainer");
   ringmaster::FlagSet fs("ringmaster-trainer",
                          "trains, evaluates and serves BERT sequence classifiers");
