@@ -22,12 +22,19 @@ bool ModeIs(const char* mode) {
 
 void ApplyOmpWaitDefault(char** argv) {
   if (Set("RINGMASTER_OMP_WAIT") || Set("OMP_WAIT_POLICY") || Set("GOMP_SPINCOUNT")) return;
+  // The executable by its path, not /proc/self/exe, so that the process keeps its name (comm,
+  // which ps and pgrep show); a binary replaced since start ("... (deleted)") is not re-run.
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return;
+  self[n] = '\0';
+  if (std::strstr(self, " (deleted)") != nullptr) return;
   if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0 ||
       setenv("RINGMASTER_OMP_WAIT", "passive", 1) != 0) {
     return;
   }
-  execv("/proc/self/exe", argv);
-  // No exec (no /proc?): go on with libgomp's default, and say so.
+  execv(self, argv);
+  // No exec: go on with libgomp's default, and say so.
   unsetenv("OMP_WAIT_POLICY");
   setenv("RINGMASTER_OMP_WAIT", "spin", 1);
 }
