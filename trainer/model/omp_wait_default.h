@@ -8,8 +8,8 @@
 // the executable could set a variable that it would see). So ApplyOmpWaitDefault, first thing
 // in main, re-executes the program (the file /proc/self/exe names, same pid, name and
 // arguments) with OMP_WAIT_POLICY=passive and RINGMASTER_OMP_WAIT=passive, when none of
-// OMP_WAIT_POLICY, GOMP_SPINCOUNT and RINGMASTER_OMP_WAIT is set. RINGMASTER_OMP_WAIT=spin keeps libgomp's own
-// default. If the exec fails the program goes on with libgomp's default.
+// OMP_WAIT_POLICY, GOMP_SPINCOUNT and RINGMASTER_OMP_WAIT is set. RINGMASTER_OMP_WAIT=spin
+// keeps libgomp's own default. If the exec fails the program goes on with libgomp's default.
 #pragma once
 
 namespace ringmaster::trainer::cpu {

@@ -72,7 +72,8 @@ TEST(OmpWaitDefault, PassiveUnlessTheEnvironmentSaysOtherwise) {
   std::string out = RunChild("", &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(LastSpinCount(out), "0") << out;  // libgomp waits passive
-  EXPECT_NE(out.find("CHILD policy=passive (trainer default) applied=1 "), std::string::npos) << out;
+  EXPECT_NE(out.find("CHILD policy=passive (trainer default) applied=1 "), std::string::npos)
+      << out;
 
   out = RunChild("RINGMASTER_OMP_WAIT=spin", &status);
   EXPECT_EQ(status, 0) << out;
