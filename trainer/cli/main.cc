@@ -43,6 +43,7 @@ constexpr bool kNcclBuilt = false;
 #include "trainer/cuda/engine/cuda_engine_factory.h"
 #include "trainer/cuda/engine/gpu_probe.h"
 #endif
+#include "trainer/model/omp_wait_default.h"
 #include "trainer/parallel/dist_context.h"
 #include "trainer/parallel/dist_env.h"
 #include "trainer/parallel/rank_settings.h"
@@ -450,6 +451,8 @@ absl::Status Probe(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenMP waits passive unless the environment says otherwise (may re-exec; omp_wait_default.h).
+  rt::cpu::ApplyOmpWaitDefault(argv);
   ringmaster::SetLogProgramName("ringmaster-trainer");
   ringmaster::FlagSet fs("ringmaster-trainer",
                          "trains, evaluates and serves BERT sequence classifiers");

@@ -5,9 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <type_traits>
 
 #include "trainer/model/bert_spec_index.h"
+#include "trainer/model/cpu_kernels.h"
 #include "trainer/model/cpu_ops.h"
+#include "trainer/model/op_profile.h"
 
 namespace ringmaster::trainer {
 namespace {
@@ -147,6 +151,7 @@ void BertModel<T>::FitActs(LayerActs* a, size_t N) {
 
 template <typename T>
 void BertModel<T>::AttentionForward(LayerActs* a, bool training, uint64_t seed) {
+  prof::Scope scope(prof::Op::kAttention);
   const int S = S_, H = config_.hidden_size, NH = config_.num_attention_heads;
   const int D = config_.head_dim();
   const T scale = T(1) / std::sqrt(static_cast<T>(D));
@@ -168,9 +173,13 @@ void BertModel<T>::AttentionForward(LayerActs* a, bool training, uint64_t seed) 
         T* mask = a->probs_mask.data() + static_cast<size_t>(bh) * S * S;
         const T keep_scale = T(1) / (T(1) - T(attn_p_));
         const uint64_t s = cpu::Mix64(seed ^ static_cast<uint64_t>(bh));
-        for (size_t i = 0; i < pd.size(); ++i) {
-          mask[i] = cpu::UniformAt(s, i) >= attn_p_ ? keep_scale : T(0);
-          pd[i] = probs[i] * mask[i];
+        if constexpr (std::is_same_v<T, float>) {
+          cpu::ActiveKernels().dropout_probs(probs, mask, pd.data(), pd.size(), attn_p_, s);
+        } else {
+          for (size_t i = 0; i < pd.size(); ++i) {
+            mask[i] = cpu::UniformAt(s, i) >= attn_p_ ? keep_scale : T(0);
+            pd[i] = probs[i] * mask[i];
+          }
         }
         p_used = pd.data();
       }
@@ -182,6 +191,7 @@ void BertModel<T>::AttentionForward(LayerActs* a, bool training, uint64_t seed) 
 
 template <typename T>
 void BertModel<T>::AttentionBackward(const LayerActs& a, const T* dctx, T* dqkv) {
+  prof::Scope scope(prof::Op::kAttention);
   const int S = S_, H = config_.hidden_size, NH = config_.num_attention_heads;
   const int D = config_.head_dim();
   const T scale = T(1) / std::sqrt(static_cast<T>(D));
@@ -227,9 +237,14 @@ void BertModel<T>::DropoutResidualLayerNorm(T* y, T* mask, const T* residual, co
                                             const T* beta, T* mean, T* rstd, T* out,
                                             uint64_t seed) {
   const size_t n = static_cast<size_t>(B_) * S_ * config_.hidden_size;
+  prof::Scope scope(prof::Op::kDropout);
   cpu::DropoutForward<T>(y, mask, n, hidden_p_, seed);
+  if constexpr (std::is_same_v<T, float>) {
+    cpu::ActiveKernels().add(y, residual, n);
+  } else {
 #pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; ++i) y[i] += residual[i];
+    for (size_t i = 0; i < n; ++i) y[i] += residual[i];
+  }
   cpu::LayerNormForward<T>(y, gamma, beta, out, mean, rstd, B_ * S_, config_.hidden_size,
                            static_cast<T>(config_.layer_norm_eps));
 }
@@ -288,14 +303,17 @@ T BertModel<T>::Forward(UnitAccess<T>* access, const BertInputs& in, bool traini
   const T* word = P(kWord);
   const T* pos = P(kPos);
   const T* type = P(kType);
+  {
+    prof::Scope scope(prof::Op::kEmbedding);
 #pragma omp parallel for schedule(static)
-  for (size_t r = 0; r < N; ++r) {
-    const int s = static_cast<int>(r % S);
-    const T* w = word + static_cast<size_t>(ids_[r]) * H;
-    const T* p = pos + static_cast<size_t>(s) * H;
-    const T* t = type + static_cast<size_t>(types_[r]) * H;
-    T* o = emb_sum_.data() + r * H;
-    for (int j = 0; j < H; ++j) o[j] = w[j] + p[j] + t[j];
+    for (size_t r = 0; r < N; ++r) {
+      const int s = static_cast<int>(r % S);
+      const T* w = word + static_cast<size_t>(ids_[r]) * H;
+      const T* p = pos + static_cast<size_t>(s) * H;
+      const T* t = type + static_cast<size_t>(types_[r]) * H;
+      T* o = emb_sum_.data() + r * H;
+      for (int j = 0; j < H; ++j) o[j] = w[j] + p[j] + t[j];
+    }
   }
   T* first = inputs_[0].data();
   cpu::LayerNormForward<T>(emb_sum_.data(), P(kEmbLnW), P(kEmbLnB), first, emb_mean_.data(),
@@ -313,6 +331,7 @@ T BertModel<T>::Forward(UnitAccess<T>* access, const BertInputs& in, bool traini
   }
 
   // Pooler on [CLS] (row 0 of each sequence) → tanh → dropout → classifier.
+  prof::Scope head_scope(prof::Op::kEmbedding);
   Acquire(access, config_.num_hidden_layers + 1, false);
   const int head = kEmbCount + kLayerCount * config_.num_hidden_layers;
   for (int b = 0; b < B; ++b) {
@@ -396,6 +415,7 @@ void BertModel<T>::Backward(UnitAccess<T>* access, T loss_weight) {
   const int head = kEmbCount + kLayerCount * config_.num_hidden_layers;
 
   // d(loss_weight · mean loss)/d logits.
+  std::optional<prof::Scope> head_scope(std::in_place, prof::Op::kEmbedding);
   std::vector<T> dlogits(static_cast<size_t>(B) * C);
   for (int b = 0; b < B; ++b) {
     const T* z = logits_.data() + static_cast<size_t>(b) * C;
@@ -420,6 +440,7 @@ void BertModel<T>::Backward(UnitAccess<T>* access, T loss_weight) {
   cpu::LinearBackward<T>(dpooled.data(), cls_.data(), P(head + kPoolW), dcls.data(),
                          G(head + kPoolW), G(head + kPoolB), B, H, H);
   Release(access, config_.num_hidden_layers + 1, true);
+  head_scope.reset();
 
   // dX: gradient w.r.t. the current layer's output, (N, H).
   dA_.assign(N * H, T(0));
@@ -444,6 +465,7 @@ void BertModel<T>::Backward(UnitAccess<T>* access, T loss_weight) {
 
   // Embeddings: dropout → LayerNorm → scatter into the three tables.
   Acquire(access, 0, true);
+  prof::Scope emb_scope(prof::Op::kEmbedding);
   cpu::DropoutBackward<T>(dA_.data(), hidden_p_ > 0 ? emb_mask_.data() : nullptr, N * H, hidden_p_);
   cpu::LayerNormBackward<T>(dA_.data(), emb_sum_.data(), P(kEmbLnW), emb_mean_.data(),
                             emb_rstd_.data(), dB_.data(), G(kEmbLnW), G(kEmbLnB), n, H);

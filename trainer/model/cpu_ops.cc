@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
+
+#include "trainer/model/cpu_kernels.h"
+#include "trainer/model/op_profile.h"
 
 namespace ringmaster::trainer::cpu {
 namespace {
@@ -24,17 +28,22 @@ inline void BlasGemm(bool ta, bool tb, int M, int N, int K, double alpha, const 
 // Column sums of a [N, H] matrix added into out[H]; threads reduce private partials.
 template <typename T>
 void AddColumnSums(const T* x, T* out, int N, int H) {
+  prof::Scope scope(prof::Op::kBiasGrad);
   const int threads = std::min(omp_get_max_threads(), std::max(1, N / 64));
   std::vector<T> partial(static_cast<size_t>(threads) * H, T(0));
+  if constexpr (std::is_same_v<T, float>) {
+    ActiveKernels().column_sums(x, partial.data(), threads, N, H);
+  } else {
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; ++t) {
-    T* acc = partial.data() + static_cast<size_t>(t) * H;
-    const int begin = static_cast<int>(static_cast<int64_t>(N) * t / threads);
-    const int end = static_cast<int>(static_cast<int64_t>(N) * (t + 1) / threads);
-    for (int i = begin; i < end; ++i) {
-      const T* row = x + static_cast<size_t>(i) * H;
+    for (int t = 0; t < threads; ++t) {
+      T* acc = partial.data() + static_cast<size_t>(t) * H;
+      const int begin = static_cast<int>(static_cast<int64_t>(N) * t / threads);
+      const int end = static_cast<int>(static_cast<int64_t>(N) * (t + 1) / threads);
+      for (int i = begin; i < end; ++i) {
+        const T* row = x + static_cast<size_t>(i) * H;
 #pragma omp simd
-      for (int j = 0; j < H; ++j) acc[j] += row[j];
+        for (int j = 0; j < H; ++j) acc[j] += row[j];
+      }
     }
   }
   for (int t = 0; t < threads; ++t) {
@@ -53,6 +62,7 @@ void Gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, 
 
 template <typename T>
 void LinearForward(const T* x, const T* W, const T* b, T* y, int N, int in, int out) {
+  prof::Scope scope(prof::Op::kGemm);
   if (b != nullptr) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; ++i) std::copy(b, b + out, y + static_cast<size_t>(i) * out);
@@ -63,6 +73,7 @@ void LinearForward(const T* x, const T* W, const T* b, T* y, int N, int in, int 
 template <typename T>
 void LinearBackward(const T* dy, const T* x, const T* W, T* dx, T* dW, T* db, int N, int in,
                     int out, bool accumulate_dx) {
+  prof::Scope scope(prof::Op::kGemm);
   if (dx != nullptr) {
     BlasGemm(false, false, N, in, out, T(1), dy, out, W, in, accumulate_dx ? T(1) : T(0), dx, in);
   }
@@ -73,6 +84,11 @@ void LinearBackward(const T* dy, const T* x, const T* W, T* dx, T* dW, T* db, in
 template <typename T>
 void LayerNormForward(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int N,
                       int H, T eps) {
+  prof::Scope scope(prof::Op::kLayerNorm);
+  if constexpr (std::is_same_v<T, float>) {
+    ActiveKernels().layer_norm_fwd(x, gamma, beta, y, mean, rstd, N, H, eps);
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
     const T* xi = x + static_cast<size_t>(i) * H;
@@ -95,34 +111,39 @@ void LayerNormForward(const T* x, const T* gamma, const T* beta, T* y, T* mean, 
 template <typename T>
 void LayerNormBackward(const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd, T* dx,
                        T* dgamma, T* dbeta, int N, int H) {
+  prof::Scope scope(prof::Op::kLayerNorm);
   const int threads = std::min(omp_get_max_threads(), std::max(1, N / 32));
   std::vector<T> partial(static_cast<size_t>(threads) * 2 * H, T(0));
+  if constexpr (std::is_same_v<T, float>) {
+    ActiveKernels().layer_norm_bwd(dy, x, gamma, mean, rstd, dx, partial.data(), threads, N, H);
+  } else {
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; ++t) {
-    T* pg = partial.data() + static_cast<size_t>(t) * 2 * H;
-    T* pb = pg + H;
-    const int begin = static_cast<int>(static_cast<int64_t>(N) * t / threads);
-    const int end = static_cast<int>(static_cast<int64_t>(N) * (t + 1) / threads);
-    for (int i = begin; i < end; ++i) {
-      const T* xi = x + static_cast<size_t>(i) * H;
-      const T* dyi = dy + static_cast<size_t>(i) * H;
-      T* dxi = dx + static_cast<size_t>(i) * H;
-      const T m = mean[i], r = rstd[i];
-      T sum_dxhat = 0, sum_dxhat_xhat = 0;
+    for (int t = 0; t < threads; ++t) {
+      T* pg = partial.data() + static_cast<size_t>(t) * 2 * H;
+      T* pb = pg + H;
+      const int begin = static_cast<int>(static_cast<int64_t>(N) * t / threads);
+      const int end = static_cast<int>(static_cast<int64_t>(N) * (t + 1) / threads);
+      for (int i = begin; i < end; ++i) {
+        const T* xi = x + static_cast<size_t>(i) * H;
+        const T* dyi = dy + static_cast<size_t>(i) * H;
+        T* dxi = dx + static_cast<size_t>(i) * H;
+        const T m = mean[i], r = rstd[i];
+        T sum_dxhat = 0, sum_dxhat_xhat = 0;
 #pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
-      for (int j = 0; j < H; ++j) {
-        const T xhat = (xi[j] - m) * r;
-        const T dxhat = dyi[j] * gamma[j];
-        sum_dxhat += dxhat;
-        sum_dxhat_xhat += dxhat * xhat;
-        pg[j] += dyi[j] * xhat;
-        pb[j] += dyi[j];
-      }
-      const T a = sum_dxhat / H, b = sum_dxhat_xhat / H;
+        for (int j = 0; j < H; ++j) {
+          const T xhat = (xi[j] - m) * r;
+          const T dxhat = dyi[j] * gamma[j];
+          sum_dxhat += dxhat;
+          sum_dxhat_xhat += dxhat * xhat;
+          pg[j] += dyi[j] * xhat;
+          pb[j] += dyi[j];
+        }
+        const T a = sum_dxhat / H, b = sum_dxhat_xhat / H;
 #pragma omp simd
-      for (int j = 0; j < H; ++j) {
-        const T xhat = (xi[j] - m) * r;
-        dxi[j] = (dyi[j] * gamma[j] - a - xhat * b) * r;
+        for (int j = 0; j < H; ++j) {
+          const T xhat = (xi[j] - m) * r;
+          dxi[j] = (dyi[j] * gamma[j] - a - xhat * b) * r;
+        }
       }
     }
   }
@@ -137,6 +158,11 @@ void LayerNormBackward(const T* dy, const T* x, const T* gamma, const T* mean, c
 
 template <typename T>
 void GeluForward(const T* x, T* y, size_t n) {
+  prof::Scope scope(prof::Op::kGelu);
+  if constexpr (std::is_same_v<T, float>) {
+    ActiveKernels().gelu_fwd(x, y, n);
+    return;
+  }
   const T inv_sqrt2 = T(0.70710678118654752440);
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) y[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * inv_sqrt2));
@@ -144,6 +170,11 @@ void GeluForward(const T* x, T* y, size_t n) {
 
 template <typename T>
 void GeluBackward(const T* dy, const T* x, T* dx, size_t n) {
+  prof::Scope scope(prof::Op::kGelu);
+  if constexpr (std::is_same_v<T, float>) {
+    ActiveKernels().gelu_bwd(dy, x, dx, n);
+    return;
+  }
   const T inv_sqrt2 = T(0.70710678118654752440);
   const T inv_sqrt_2pi = T(0.39894228040143267794);
 #pragma omp parallel for simd schedule(static)
@@ -156,7 +187,12 @@ void GeluBackward(const T* dy, const T* x, T* dx, size_t n) {
 
 template <typename T>
 void DropoutForward(T* x, T* mask, size_t n, float p, uint64_t seed) {
+  prof::Scope scope(prof::Op::kDropout);
   if (p <= 0.0f) return;
+  if constexpr (std::is_same_v<T, float>) {
+    ActiveKernels().dropout_fwd(x, mask, n, p, seed);
+    return;
+  }
   const T scale = T(1) / (T(1) - T(p));
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) {
@@ -168,13 +204,22 @@ void DropoutForward(T* x, T* mask, size_t n, float p, uint64_t seed) {
 
 template <typename T>
 void DropoutBackward(T* dx, const T* mask, size_t n, float p) {
+  prof::Scope scope(prof::Op::kDropout);
   if (p <= 0.0f) return;
+  if constexpr (std::is_same_v<T, float>) {
+    ActiveKernels().mul(dx, mask, n);
+    return;
+  }
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) dx[i] *= mask[i];
 }
 
 template <typename T>
 void MaskedSoftmaxForward(T* scores, const T* bias, int S, T scale) {
+  if constexpr (std::is_same_v<T, float>) {
+    ActiveKernels().softmax_fwd(scores, bias, S, scale);
+    return;
+  }
   for (int i = 0; i < S; ++i) {
     T* row = scores + static_cast<size_t>(i) * S;
     T mx = -std::numeric_limits<T>::infinity();
@@ -195,6 +240,10 @@ void MaskedSoftmaxForward(T* scores, const T* bias, int S, T scale) {
 
 template <typename T>
 void MaskedSoftmaxBackward(const T* probs, T* dprobs, int S, T scale) {
+  if constexpr (std::is_same_v<T, float>) {
+    ActiveKernels().softmax_bwd(probs, dprobs, S, scale);
+    return;
+  }
   for (int i = 0; i < S; ++i) {
     const T* p = probs + static_cast<size_t>(i) * S;
     T* d = dprobs + static_cast<size_t>(i) * S;

@@ -3,6 +3,9 @@
 #include <cmath>
 #include <utility>
 
+#include "trainer/model/cpu_kernels.h"
+#include "trainer/model/op_profile.h"
+
 namespace ringmaster::trainer {
 
 AdamW::AdamW(const ParamLayout& layout, AdamWOptions options)
@@ -16,6 +19,7 @@ AdamW::AdamW(std::vector<AdamWRange> ranges, size_t n, AdamWOptions options)
     : ranges_(std::move(ranges)), opt_(options), m_(n, 0.0f), v_(n, 0.0f) {}
 
 void AdamW::Step(float* params, const float* grads, double lr) {
+  prof::Scope scope(prof::Op::kOptimizer);
   ++step_;
   const double bc1 = 1.0 - std::pow(opt_.beta1, static_cast<double>(step_));
   const double bc2 = 1.0 - std::pow(opt_.beta2, static_cast<double>(step_));
@@ -25,35 +29,22 @@ void AdamW::Step(float* params, const float* grads, double lr) {
   const float eps = static_cast<float>(opt_.eps);
   for (const AdamWRange& r : ranges_) {
     const float decay = r.decay ? static_cast<float>(1.0 - lr * opt_.weight_decay) : 1.0f;
-    float* m = m_.data();
-    float* v = v_.data();
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = r.begin; i < r.end; ++i) {
-      const float g = grads[i];
-      params[i] *= decay;
-      m[i] = b1 * m[i] + (1.0f - b1) * g;
-      v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-      const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-      params[i] -= step_size * m[i] / denom;
-    }
+    cpu::ActiveKernels().adamw(params, grads, m_.data(), v_.data(), r.begin, r.end, decay, b1, b2,
+                               step_size, bc2_sqrt, eps);
   }
 }
 
 double GradNorm(const float* grads, size_t n) {
-  double sum = 0.0;
-#pragma omp parallel for simd reduction(+ : sum) schedule(static)
-  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(grads[i]) * grads[i];
-  return std::sqrt(sum);
+  return std::sqrt(cpu::ActiveKernels().sum_squares(grads, n));
 }
 
 double ClipGradNorm(float* grads, size_t n, double max_norm) {
+  prof::Scope scope(prof::Op::kOptimizer);
   const double norm = GradNorm(grads, n);
   if (max_norm <= 0) return norm;
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
-    const float c = static_cast<float>(coef);
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; ++i) grads[i] *= c;
+    cpu::ActiveKernels().scale(grads, n, static_cast<float>(coef));
   }
   return norm;
 }

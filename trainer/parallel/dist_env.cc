@@ -315,6 +315,7 @@ absl::StatusOr<TrainerEnv> ParseTrainerEnv(const GetEnv& getenv) {
           absl::StrCat("RINGMASTER_TEST_POISON_GRAD_STEP: expected a step >= 1, got '", v, "'"));
     }
   }
+  t.cpu_isa = StringVar(getenv, "RINGMASTER_CPU_ISA");
   if (std::optional<std::string> v = getenv("CUDA_VISIBLE_DEVICES")) t.cuda_visible_devices = *v;
   return t;
 }

@@ -97,6 +97,9 @@ struct TrainerEnv {
   // RINGMASTER_TEST_POISON_GRAD_STEP (>= 1, tests only): the CUDA engine poisons that step's
   // gradient (the fp16 overflow tests). 0: never.
   int64_t poison_grad_step = 0;
+  // RINGMASTER_CPU_ISA: the CPU engine's loops at this level (baseline, avx2, avx512;
+  // trainer/model/cpu_isa.h) instead of the best this CPU runs. Empty: unset.
+  std::string cpu_isa;
   // CUDA_VISIBLE_DEVICES as the agent set it (for the log line), "unset" when it is not.
   std::string cuda_visible_devices = "unset";
 };

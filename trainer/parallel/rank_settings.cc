@@ -33,6 +33,7 @@ absl::StatusOr<RankSettings> ResolveRankSettings(const JobSpec& job, const DistE
   s.slowdown = trainer_env.slowdown;
   s.slow_link_gbits = trainer_env.slow_link_gbits;
   s.poison_grad_step = trainer_env.poison_grad_step;
+  s.cpu_isa = trainer_env.cpu_isa;
 
   // The device: --device, else the coordinator's plan for this rank, else train.device, where
   // auto takes a visible GPU.

@@ -62,6 +62,7 @@ struct RankSettings {
   double slowdown = 1.0;         // RINGMASTER_SLOWDOWN
   double slow_link_gbits = 5.0;  // RINGMASTER_SLOW_LINK_GBITS: compression auto's threshold
   int64_t poison_grad_step = 0;  // RINGMASTER_TEST_POISON_GRAD_STEP; 0: never
+  std::string cpu_isa;           // RINGMASTER_CPU_ISA; empty: the best this CPU runs
   bool emulated_cuda = false;    // the CUDA device is the emulator's (a test build)
   std::string gpu_description;   // what the probe saw, for the engine's log line
   // How each `auto` was decided, one log line each ("train.device auto: cuda (...)").

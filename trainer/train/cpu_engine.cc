@@ -1,5 +1,7 @@
 #include "trainer/train/cpu_engine.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -10,6 +12,8 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "trainer/model/cpu_isa.h"
+#include "trainer/model/omp_wait_default.h"
 
 namespace ringmaster::trainer {
 
@@ -57,6 +61,7 @@ CpuEngineOptions CpuEngineOptionsFor(const JobSpec& job, const RankSettings& set
   CpuEngineOptions o;
   o.slowdown = Slowdown(settings.slowdown);
   o.slow_link_gbits = settings.slow_link_gbits;
+  RM_RETURN_IF_ERROR(cpu::SetIsaByName(settings.cpu_isa));  // trainer/model/cpu_isa.h
   DataParallelOptions& dpo = o.dp;
   dpo.sharding = job.distributed.sharding;
   SetCompression(settings.compression, job.distributed.powersgd_rank, &dpo);
@@ -105,6 +110,11 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
   RM_ASSIGN_OR_RETURN(e->dp_, DataParallel::Create(e->layout_, dpo, comms, initial));
   if (e->net_->gradient_checkpointing() && dist.rank() == 0) {
     LogInfo("gradient checkpointing: backward recomputes each encoder layer's forward");
+  }
+  if (dist.rank() == 0) {
+    LogInfo(absl::StrFormat("cpu: elementwise loops %s, %d OpenMP threads, OpenMP waits %s",
+                            cpu::IsaName(cpu::ActiveIsa()), omp_get_max_threads(),
+                            cpu::OmpWaitPolicyDescription()));
   }
   return e;
 }
