@@ -90,7 +90,8 @@ absl::Status SetIsaByName(std::string_view v) {
   absl::StatusOr<Isa> isa = ParseIsa(v);
   absl::Status st = isa.ok() ? SetIsa(*isa) : isa.status();
   if (!st.ok()) {
-    return absl::Status(st.code(), absl::StrCat("RINGMASTER_CPU_ISA=", v, ": ", st.message()));
+    return absl::Status(st.code(),
+                        absl::StrCat("RINGMASTER_CPU_ISA=", std::string(v), ": ", st.message()));
   }
   return absl::OkStatus();
 }
