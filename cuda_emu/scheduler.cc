@@ -214,7 +214,7 @@ bool ResolveBlockBarrier(Block& b, int live) {
     if (first == nullptr) {
       first = &l;
     } else if (strict && (l.line != first->line ||
-                           (l.file != first->file && strcmp(l.file, first->file) != 0))) {
+                          (l.file != first->file && strcmp(l.file, first->file) != 0))) {
       b.error = Where(b, t) + ": waits at the __syncthreads at " + l.file + ":" +
                 std::to_string(l.line) + " while thread (" + std::to_string(first->tid.x) + "," +
                 std::to_string(first->tid.y) + "," + std::to_string(first->tid.z) + ") waits at " +
