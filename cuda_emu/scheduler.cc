@@ -10,6 +10,7 @@
 
 #include "cuda_emu/cuda_emu_runtime.h"
 #include "cuda_emu/detectors.h"
+#include "cuda_emu/memory.h"
 #include "cuda_emu/options.h"
 
 #if defined(__has_feature)
@@ -438,6 +439,7 @@ bool RunGrid(const char* kernel, dim3 grid, dim3 block, size_t dynamic_shared, v
   std::atomic<uint64_t> next{0};
   std::atomic<bool> failed{false};
   auto worker = [&](uint64_t seed) {
+    DeviceAccessScope access;  // the host guard's access is per thread (memory.cc)
     static thread_local Stacks stacks;
     std::mt19937_64 wrng(seed);
     Block b;
