@@ -2,8 +2,10 @@
 #
 # cuda_emu_add_kernels(<target> [RACECHECK] SOURCES a.cu b.cu ...)
 #   A static library of the given .cu files compiled as host C++: each is first rewritten by
-#   cuda_emu_rewrite.py (<<<>>> launches, __shared__ declarations) into the build tree, then
-#   compiled with the emulator's header force-included (target cuda_emu). RACECHECK also builds
+#   cuda_emu_rewrite.py (<<<>>> launches, __shared__ declarations; launches of the kernels that
+#   cuda_emu_fiber_free.py finds fiber-free take the fast path) into the build tree, then
+#   compiled with the emulator's header force-included (target cuda_emu). The rewrite reads the
+#   project headers a source includes (a depfile reruns it when one changes). RACECHECK also builds
 #   them with the compiler's thread-sanitizer instrumentation routed to the emulator's own
 #   racecheck hooks (no TSan runtime): every load and store calls into the shared-memory race
 #   detector, ~3x slower, so only the race tests use it.
@@ -18,7 +20,9 @@ function(cuda_emu_add_kernels target)
     set(out ${CMAKE_CURRENT_BINARY_DIR}/${target}.emu/${name}.emu.cc)
     add_custom_command(OUTPUT ${out}
       COMMAND ${Python3_EXECUTABLE} ${CUDA_EMU_DIR}/cuda_emu_rewrite.py ${abs} ${out}
-      DEPENDS ${abs} ${CUDA_EMU_DIR}/cuda_emu_rewrite.py
+        --include-root ${CMAKE_SOURCE_DIR} --depfile ${out}.d
+      DEPENDS ${abs} ${CUDA_EMU_DIR}/cuda_emu_rewrite.py ${CUDA_EMU_DIR}/cuda_emu_fiber_free.py
+      DEPFILE ${out}.d
       COMMENT "cuda_emu rewrite ${src}" VERBATIM)
     list(APPEND generated ${out})
   endforeach()

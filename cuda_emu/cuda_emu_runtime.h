@@ -46,4 +46,15 @@ unsigned long ErrorCount();
 // The text of the most recent report ("" if none).
 std::string LastErrorMessage();
 
+// Grids run so far in this process, by path: `fast` ran each CUDA thread to completion without
+// fibers (a kernel the rewrite step found fiber-free, CUDA_EMU_FAST_PATH not 0), `fibers` ran
+// every thread as a fiber. Tests assert which path a kernel took.
+struct LaunchPathCounts {
+  unsigned long fast = 0, fibers = 0;
+};
+LaunchPathCounts GetLaunchPathCounts();
+// Tests only: restarts the count of launches that seeds each launch's random orders, so that a
+// sequence of launches run again draws the same orders (on either path).
+void ResetLaunchCountForTest();
+
 }  // namespace cuda_emu

@@ -57,7 +57,8 @@ Region* RegionOf(uintptr_t a) {
 }
 
 std::string LaneName(const Block& b, int t) {
-  const uint3 id = b.lanes[t].tid;
+  const uint3 id =
+      make_uint3(t % b.block.x, (t / b.block.x) % b.block.y, t / (b.block.x * b.block.y));
   return "thread (" + std::to_string(id.x) + "," + std::to_string(id.y) + "," +
          std::to_string(id.z) + ")";
 }
@@ -200,7 +201,8 @@ void SharedMemoryEnd(Block& b) {
   }
 }
 
-void RegisterShared(const void* p, size_t bytes) {
+void RegisterShared(const void* p, size_t bytes, const char* file, int line) {
+  if (tl_block != nullptr && tl_block->fast) FastPathViolation("a __shared__ variable", file, line);
   RaceState& r = tl_race;
   const auto lo = reinterpret_cast<uintptr_t>(p);
   for (size_t i = 0; i < r.active_statics; ++i) {

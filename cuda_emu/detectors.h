@@ -25,8 +25,10 @@ void SharedMemoryBegin(Block& b);
 void SharedMemoryEnd(Block& b);
 
 // Static __shared__ variables, registered by the rewritten kernel source at their declaration
-// (so the race detector knows them).
-void RegisterShared(const void* p, size_t bytes);
+// (so the race detector knows them). file:line: the declaration (named if reached on the fast
+// path, which has no shared memory).
+void RegisterShared(const void* p, size_t bytes, const char* file = __builtin_FILE(),
+                    int line = __builtin_LINE());
 
 // Race detector state of a block: cleared when the block starts.
 void RaceBlockBegin(Block& b);

@@ -15,10 +15,11 @@
 namespace cuda_emu {
 
 template <typename T>
-T WarpCollective(unsigned mask, T v, WarpOp op, int arg, int width, int pred = 0) {
+T WarpCollective(unsigned mask, T v, WarpOp op, int arg, int width, int pred, const char* file,
+                 int line) {
   static_assert(sizeof(T) <= 16 && std::is_trivially_copyable_v<T>, "shuffle of this type");
   T r = v;
-  ParkAtWarp(mask, op, arg, width, pred, &v, sizeof(T), &r);
+  ParkAtWarp(mask, op, arg, width, pred, &v, sizeof(T), &r, file, line);
   return r;
 }
 
@@ -61,37 +62,43 @@ T AtomicRmw(T* p, T v, AtomicOp op) {
 #define __syncthreads_or(p) \
   static_cast<int>(::cuda_emu::ParkAtBlock(::cuda_emu::BlockOp::kOr, (p) != 0, __FILE__, __LINE__))
 
-inline void __syncwarp(unsigned mask = 0xffffffffu) {
-  ::cuda_emu::WarpCollective(mask, 0, ::cuda_emu::WarpOp::kSync, 0, 32);
+// The call site (the caller's file:line, through the default arguments) is named in reports.
+#define CUDA_EMU_SITE const char *file = __builtin_FILE(), int line = __builtin_LINE()
+inline void __syncwarp(unsigned mask = 0xffffffffu, CUDA_EMU_SITE) {
+  ::cuda_emu::WarpCollective(mask, 0, ::cuda_emu::WarpOp::kSync, 0, 32, 0, file, line);
 }
 template <typename T>
-T __shfl_sync(unsigned m, T v, int src, int w = 32) {
-  return ::cuda_emu::WarpCollective(m, v, ::cuda_emu::WarpOp::kShflIdx, src, w);
+T __shfl_sync(unsigned m, T v, int src, int w = 32, CUDA_EMU_SITE) {
+  return ::cuda_emu::WarpCollective(m, v, ::cuda_emu::WarpOp::kShflIdx, src, w, 0, file, line);
 }
 template <typename T>
-T __shfl_up_sync(unsigned m, T v, unsigned d, int w = 32) {
-  return ::cuda_emu::WarpCollective(m, v, ::cuda_emu::WarpOp::kShflUp, static_cast<int>(d), w);
+T __shfl_up_sync(unsigned m, T v, unsigned d, int w = 32, CUDA_EMU_SITE) {
+  return ::cuda_emu::WarpCollective(m, v, ::cuda_emu::WarpOp::kShflUp, static_cast<int>(d), w, 0,
+                                    file, line);
 }
 template <typename T>
-T __shfl_down_sync(unsigned m, T v, unsigned d, int w = 32) {
-  return ::cuda_emu::WarpCollective(m, v, ::cuda_emu::WarpOp::kShflDown, static_cast<int>(d), w);
+T __shfl_down_sync(unsigned m, T v, unsigned d, int w = 32, CUDA_EMU_SITE) {
+  return ::cuda_emu::WarpCollective(m, v, ::cuda_emu::WarpOp::kShflDown, static_cast<int>(d), w, 0,
+                                    file, line);
 }
 template <typename T>
-T __shfl_xor_sync(unsigned m, T v, int lane_mask, int w = 32) {
-  return ::cuda_emu::WarpCollective(m, v, ::cuda_emu::WarpOp::kShflXor, lane_mask, w);
+T __shfl_xor_sync(unsigned m, T v, int lane_mask, int w = 32, CUDA_EMU_SITE) {
+  return ::cuda_emu::WarpCollective(m, v, ::cuda_emu::WarpOp::kShflXor, lane_mask, w, 0, file,
+                                    line);
 }
-inline unsigned __ballot_sync(unsigned m, int p) {
-  ::cuda_emu::WarpCollective(m, 0, ::cuda_emu::WarpOp::kBallot, 0, 32, p != 0);
+inline unsigned __ballot_sync(unsigned m, int p, CUDA_EMU_SITE) {
+  ::cuda_emu::WarpCollective(m, 0, ::cuda_emu::WarpOp::kBallot, 0, 32, p != 0, file, line);
   return ::cuda_emu::tl_lane->bres;
 }
-inline int __any_sync(unsigned m, int p) {
-  ::cuda_emu::WarpCollective(m, 0, ::cuda_emu::WarpOp::kAny, 0, 32, p != 0);
+inline int __any_sync(unsigned m, int p, CUDA_EMU_SITE) {
+  ::cuda_emu::WarpCollective(m, 0, ::cuda_emu::WarpOp::kAny, 0, 32, p != 0, file, line);
   return static_cast<int>(::cuda_emu::tl_lane->bres);
 }
-inline int __all_sync(unsigned m, int p) {
-  ::cuda_emu::WarpCollective(m, 0, ::cuda_emu::WarpOp::kAll, 0, 32, p != 0);
+inline int __all_sync(unsigned m, int p, CUDA_EMU_SITE) {
+  ::cuda_emu::WarpCollective(m, 0, ::cuda_emu::WarpOp::kAll, 0, 32, p != 0, file, line);
   return static_cast<int>(::cuda_emu::tl_lane->bres);
 }
+#undef CUDA_EMU_SITE
 inline unsigned __activemask() { return 0xffffffffu; }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }

@@ -57,9 +57,9 @@ bool CheckPointerArgument(const char* name, int index, const void* p) {
 }
 
 void RunLaunch(const char* name, dim3 grid, dim3 block, size_t shared, void (*body)(void*),
-               void* closure) {
+               void* closure, bool fiber_free) {
   DeviceAccessScope access;  // kernels (and the guard check) read device memory
-  if (RunGrid(name, grid, block, shared, body, closure)) CheckGuards(name);
+  if (RunGrid(name, grid, block, shared, body, closure, fiber_free)) CheckGuards(name);
 }
 
 }  // namespace cuda_emu

@@ -19,9 +19,10 @@ inline bool IsPoisonWord(uint32_t w) {
   return m == kPoisonWord || m == kPoisonQuiet;
 }
 
-// While one exists, device allocations are accessible from this process (the host guard keeps
+// While one exists, device allocations are accessible from this thread (the host guard keeps
 // them inaccessible otherwise; without CUDA_EMU_HOST_GUARD it does nothing). Kernel launches and
-// the cuda* memory calls hold one. Nests; thread-safe.
+// the cuda* memory calls hold one. Nests; thread-safe. With memory protection keys (memory.cc)
+// the access is the thread's and threads it starts; without, the whole process's.
 class DeviceAccessScope {
  public:
   DeviceAccessScope();

@@ -70,6 +70,11 @@ Options FromEnvironment() {
     if (v != "0" && v != "1") BadEnv("CUDA_EMU_HOST_GUARD", s, "0 or 1");
     o.host_guard = v == "1";
   }
+  if (const char* s = getenv("CUDA_EMU_FAST_PATH"); s != nullptr && *s != '\0') {
+    const std::string v = s;
+    if (v != "0" && v != "1") BadEnv("CUDA_EMU_FAST_PATH", s, "0 or 1");
+    o.fast_path = v == "1";
+  }
   if (const char* s = getenv("CUDA_EMU_DISABLE"); s != nullptr) {
     std::stringstream list(s);
     for (std::string name; std::getline(list, name, ',');) {

@@ -10,6 +10,7 @@
 //   CUDA_EMU_DISABLE=name,name,...              detectors to turn off (names in kDetectorNames)
 //   CUDA_EMU_DEVICES=<n>, CUDA_EMU_CC=6.1|7.0|8.0|9.0  see device_properties.h
 //   CUDA_EMU_STREAMS=eager|lazy                 when stream work runs (eager; streams.h)
+//   CUDA_EMU_FAST_PATH=1|0                      fiber-free kernels without fibers (1; scheduler.h)
 #pragma once
 
 #include <cstddef>
@@ -61,6 +62,10 @@ struct Options {
   // synchronize, an event wait, a blocking call), not at the call, so a missing cross-stream
   // dependency or a host read before its copy finished gives wrong results (streams.h).
   bool lazy_streams = false;
+  // CUDA_EMU_FAST_PATH=0: every kernel on fibers, also those the rewrite step found fiber-free
+  // (no barrier, warp collective or shared memory), which otherwise run each CUDA thread to
+  // completion on the worker's own stack, in the same schedule (scheduler.h).
+  bool fast_path = true;
   bool On(Detector d) const { return (detectors & d) != 0; }
 };
 

@@ -10,6 +10,7 @@
 
 #include "cuda_emu/cuda_emu_runtime.h"
 #include "cuda_emu/detectors.h"
+#include "cuda_emu/memory.h"
 #include "cuda_emu/options.h"
 
 #if defined(__has_feature)
@@ -213,7 +214,8 @@ bool ResolveBlockBarrier(Block& b, int live) {
     count += l.pred != 0;
     if (first == nullptr) {
       first = &l;
-    } else if (strict && (l.line != first->line || strcmp(l.file, first->file) != 0)) {
+    } else if (strict && (l.line != first->line ||
+                          (l.file != first->file && strcmp(l.file, first->file) != 0))) {
       b.error = Where(b, t) + ": waits at the __syncthreads at " + l.file + ":" +
                 std::to_string(l.line) + " while thread (" + std::to_string(first->tid.x) + "," +
                 std::to_string(first->tid.y) + "," + std::to_string(first->tid.z) + ") waits at " +
@@ -298,13 +300,106 @@ void RunBlock(Block& b, Stacks& stacks, Rng& rng) {
   }
 }
 
+// Thrown by FastPathViolation through the kernel's frames to RunBlockFast.
+struct FastPathAbort {};
+
+// One block of a fiber-free kernel: each thread runs to completion on this stack, in the order
+// the first (and, without barriers, only) round of RunBlock would run its fibers, drawing the
+// same random numbers. One lane, reused: no thread of such a kernel reads another's.
+template <typename Rng>
+void RunBlockFast(Block& b, Rng& rng, std::vector<int>& order) {
+  const Options& o = GetOptions();
+  b.epoch = 0;
+  std::fill(std::begin(b.warp_epoch), std::end(b.warp_epoch), 0u);
+  tl_block = &b;
+  RaceBlockBegin(b);
+  order.resize(static_cast<size_t>(b.nthreads));
+  for (int t = 0; t < b.nthreads; ++t) order[static_cast<size_t>(t)] = t;
+  Order(order, o.schedule, rng);
+  Lane lane;
+  const unsigned bx = b.block.x, bxy = b.block.x * b.block.y;
+  try {
+    for (int t : order) {
+      lane.index = t;
+      lane.tid = make_uint3(t % bx, (t / bx) % b.block.y, t / bxy);
+      tl_lane = &lane;
+      b.body(b.closure);
+      tl_lane = nullptr;
+      if (!b.error.empty()) return;  // a detector fired in the thread
+    }
+  } catch (const FastPathAbort&) {
+    tl_lane = nullptr;  // b.error says what was reached
+  }
+}
+
+const char* WarpOpName(WarpOp op) {
+  switch (op) {
+    case WarpOp::kSync:
+      return "__syncwarp";
+    case WarpOp::kShflIdx:
+      return "__shfl_sync";
+    case WarpOp::kShflUp:
+      return "__shfl_up_sync";
+    case WarpOp::kShflDown:
+      return "__shfl_down_sync";
+    case WarpOp::kShflXor:
+      return "__shfl_xor_sync";
+    case WarpOp::kBallot:
+      return "__ballot_sync";
+    case WarpOp::kAny:
+      return "__any_sync";
+    case WarpOp::kAll:
+      return "__all_sync";
+  }
+  return "a warp collective";
+}
+
+const char* BlockOpName(BlockOp op) {
+  switch (op) {
+    case BlockOp::kSync:
+      return "__syncthreads";
+    case BlockOp::kCount:
+      return "__syncthreads_count";
+    case BlockOp::kAnd:
+      return "__syncthreads_and";
+    case BlockOp::kOr:
+      return "__syncthreads_or";
+  }
+  return "a block barrier";
+}
+
 std::atomic<uint64_t> g_launches{0};
+std::atomic<unsigned long> g_fast_grids{0}, g_fiber_grids{0};
 
 }  // namespace
 
+void FastPathViolation(const char* what, const char* file, int line) {
+  Block& b = *tl_block;
+  const Lane& l = *tl_lane;
+  char where[160];
+  snprintf(where, sizeof where, " block (%u,%u,%u) thread (%u,%u,%u)", b.bid.x, b.bid.y, b.bid.z,
+           l.tid.x, l.tid.y, l.tid.z);
+  b.error = std::string(b.kernel) + where + ": reached " + what + " at " + file + ":" +
+            std::to_string(line) +
+            " on the fast path: the rewrite step (cuda_emu_fiber_free.py) classified the kernel "
+            "fiber-free, but its threads wait for or share memory with one another. A "
+            "misclassification: make the rewrite step see the call (or launch the kernel through "
+            "::cuda_emu::Launch); CUDA_EMU_FAST_PATH=0 runs every kernel on fibers";
+  throw FastPathAbort{};
+}
+
+LaunchPathCounts GetLaunchPathCounts() {
+  return LaunchPathCounts{g_fast_grids.load(), g_fiber_grids.load()};
+}
+
+void ResetLaunchCountForTest() { g_launches = 0; }
+
 void ParkAtWarp(unsigned mask, WarpOp op, int arg, int width, int pred, const void* value,
-                size_t bytes, void* result) {
+                size_t bytes, void* result, const char* file, int line) {
+  if (tl_block->fast) FastPathViolation(WarpOpName(op), file, line);
   Lane* me = tl_lane;
+  me->file = file;
+  me->line = line;
   me->mask = mask;
   me->op = op;
   me->arg = arg;
@@ -317,6 +412,7 @@ void ParkAtWarp(unsigned mask, WarpOp op, int arg, int width, int pred, const vo
 }
 
 unsigned ParkAtBlock(BlockOp op, int pred, const char* file, int line) {
+  if (tl_block->fast) FastPathViolation(BlockOpName(op), file, line);
   Lane* me = tl_lane;
   me->bop = op;
   me->pred = pred;
@@ -328,8 +424,10 @@ unsigned ParkAtBlock(BlockOp op, int pred, const char* file, int line) {
 }
 
 bool RunGrid(const char* kernel, dim3 grid, dim3 block, size_t dynamic_shared, void (*body)(void*),
-             void* closure) {
+             void* closure, bool fiber_free) {
   const Options& o = GetOptions();
+  const bool fast = fiber_free && o.fast_path;
+  (fast ? g_fast_grids : g_fiber_grids).fetch_add(1, std::memory_order_relaxed);
   const uint64_t nblocks = uint64_t{grid.x} * grid.y * grid.z;
   // A fresh generator per launch, seeded by the seed and the launch count: a failure reproduces
   // with the same CUDA_EMU_SEED and the same sequence of launches.
@@ -341,6 +439,7 @@ bool RunGrid(const char* kernel, dim3 grid, dim3 block, size_t dynamic_shared, v
   std::atomic<uint64_t> next{0};
   std::atomic<bool> failed{false};
   auto worker = [&](uint64_t seed) {
+    DeviceAccessScope access;  // the host guard's access is per thread (memory.cc)
     static thread_local Stacks stacks;
     std::mt19937_64 wrng(seed);
     Block b;
@@ -352,14 +451,20 @@ bool RunGrid(const char* kernel, dim3 grid, dim3 block, size_t dynamic_shared, v
     b.kernel = kernel;
     b.dyn_bytes = dynamic_shared;
     b.launch = launch + 1;
+    b.fast = fast;
+    std::vector<int> order;
     for (uint64_t i; !failed && (i = next++) < nblocks;) {
       const uint64_t id = static_cast<uint64_t>(ids[i]);
       b.bid = make_uint3(id % grid.x, (id / grid.x) % grid.y, id / (uint64_t{grid.x} * grid.y));
       SharedMemoryBegin(b);
-      RunBlock(b, stacks, wrng);
+      if (fast) {
+        RunBlockFast(b, wrng, order);
+      } else {
+        RunBlock(b, stacks, wrng);
+      }
       if (b.error.empty()) SharedMemoryEnd(b);
       if (!b.error.empty()) {
-        stacks.Unpoison();
+        if (!fast) stacks.Unpoison();
         failed = true;
         ReportError(cudaErrorLaunchFailure, b.error);
       }

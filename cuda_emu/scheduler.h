@@ -4,6 +4,13 @@
 // scheduler resolves the barriers (warp collectives are computed there, all lanes at once) and
 // reports deadlocks and divergence instead of hanging. The order of fibers in each round and of
 // blocks is the schedule (options.h), so a test can run a kernel under several interleavings.
+//
+// The fast path: a kernel the rewrite step found fiber-free (cuda_emu_fiber_free.py: nothing it
+// reaches waits for another thread or shares memory with one) runs each CUDA thread to
+// completion on the worker's own stack, no fiber, in the order the first round of fibers would
+// have had (the same schedule, the same random draws), so its effects, and what the detectors
+// see, are those of the fiber run. A barrier, warp collective or shared memory reached there
+// anyway (a misclassification) fails the launch with an error naming the kernel and the call.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -58,6 +65,7 @@ struct Block {
   unsigned warp_epoch[32] = {};       // per-warp barrier generation (race detector)
   const void* sched_stack = nullptr;  // AddressSanitizer fiber-switch bookkeeping
   size_t sched_stack_bytes = 0;
+  bool fast = false;  // running on the fast path (no fibers)
 };
 
 // The block and lane running on this OS thread (null outside kernels). constinit: the compiler
@@ -65,17 +73,26 @@ struct Block {
 extern constinit thread_local Block* tl_block;
 extern constinit thread_local Lane* tl_lane;
 
-// Runs `body(closure)` for every thread of the grid. Errors go to ReportError; returns false if
-// any block failed.
+// Runs `body(closure)` for every thread of the grid, on the fast path if fiber_free (and
+// CUDA_EMU_FAST_PATH is not 0). Errors go to ReportError; returns false if any block failed.
 bool RunGrid(const char* kernel, dim3 grid, dim3 block, size_t dynamic_shared, void (*body)(void*),
-             void* closure);
+             void* closure, bool fiber_free);
 
 // Called by the running fiber: park at a warp collective / block barrier until it resolves.
+// file:line is the call site (named in reports).
 void ParkAtWarp(unsigned mask, WarpOp op, int arg, int width, int pred, const void* value,
-                size_t bytes, void* result);
+                size_t bytes, void* result, const char* file, int line);
 unsigned ParkAtBlock(BlockOp op, int pred, const char* file, int line);
 
-inline void* DynamicShared() { return tl_block->dyn.data(); }
+// A thread on the fast path reached `what` (a barrier, a warp collective, shared memory) at
+// file:line: fails the block with an error naming the kernel, the thread and the call, and
+// unwinds the thread (never returns).
+[[noreturn]] void FastPathViolation(const char* what, const char* file, int line);
+
+inline void* DynamicShared(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  if (tl_block->fast) FastPathViolation("extern __shared__ memory", file, line);
+  return tl_block->dyn.data();
+}
 
 // Storage of one static __shared__ variable (T, an array type as a rule) for the blocks the
 // owning OS thread runs, on the heap. A thread_local array would sit in the static TLS of every

@@ -100,7 +100,56 @@ __global__ void WarpSumKernel(float* sum) {
   if (threadIdx.x == 0) sum[0] = s[0];
 }
 
+__global__ void RecordOrderKernel(int* order, int* next) {
+  order[atomicAdd(next, 1)] = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+}
+
+__device__ void BarrierHelper() { __syncthreads(); }
+
+__global__ void BarrierInAHelperKernel(float* out) {
+  out[threadIdx.x] = 0.0f;
+  BarrierHelper();
+  out[63 - threadIdx.x] += 1.0f;
+}
+
+__global__ void MisclassifiedBarrierKernel(float* out) {
+  out[threadIdx.x] = 1.0f;
+  __syncthreads();
+  out[threadIdx.x] += 1.0f;
+}
+
+__global__ void MisclassifiedShuffleKernel(float* out) {
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, static_cast<float>(threadIdx.x), 1);
+}
+
+__global__ void MisclassifiedSharedKernel(float* out) {
+  __shared__ float s[64];
+  s[threadIdx.x] = 1.0f;
+  out[threadIdx.x] = s[threadIdx.x];
+}
+
 }  // namespace
+
+cudaError_t RecordOrder(int* order, int* next, int blocks, int threads) {
+  RecordOrderKernel<<<blocks, threads>>>(order, next);
+  return cudaGetLastError();
+}
+cudaError_t BarrierInAHelper(float* out) {
+  BarrierInAHelperKernel<<<1, 64>>>(out);
+  return cudaGetLastError();
+}
+cudaError_t MisclassifiedBarrier(float* out) {
+  ::cuda_emu::LaunchFiberFree("MisclassifiedBarrierKernel", MisclassifiedBarrierKernel, 1, 64)(out);
+  return cudaGetLastError();
+}
+cudaError_t MisclassifiedShuffle(float* out) {
+  ::cuda_emu::LaunchFiberFree("MisclassifiedShuffleKernel", MisclassifiedShuffleKernel, 1, 32)(out);
+  return cudaGetLastError();
+}
+cudaError_t MisclassifiedShared(float* out) {
+  ::cuda_emu::LaunchFiberFree("MisclassifiedSharedKernel", MisclassifiedSharedKernel, 1, 64)(out);
+  return cudaGetLastError();
+}
 
 cudaError_t Iota(float* out, int n, int threads, size_t dynamic_shared) {
   IotaKernel<<<(n + threads - 1) / threads, threads, dynamic_shared>>>(out, n);

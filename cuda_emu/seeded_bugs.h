@@ -36,4 +36,18 @@ cudaError_t CrossBlockAdd(float* out, bool atomic);
 // (a global-memory race within a block when the barrier is missing).
 cudaError_t ReverseThroughGlobal(float* buf, float* out, bool missing_barrier);
 
+// The fast path (fiber-free kernels, docs/cuda.md). Each thread of `blocks` blocks of `threads`
+// takes the next slot of order[] (atomicAdd on *next) and writes its global thread index there:
+// order[] is the order in which the threads ran. No barrier: runs on the fast path.
+cudaError_t RecordOrder(int* order, int* next, int blocks, int threads);
+// out[t] = 1 for 64 threads, through a __device__ helper that calls __syncthreads: the rewrite
+// step follows the call and keeps the kernel on fibers.
+cudaError_t BarrierInAHelper(float* out);
+// Seeded misclassifications: kernels launched on the fast path by hand (::cuda_emu::
+// LaunchFiberFree) although they wait at a __syncthreads, shuffle within a warp, or declare a
+// __shared__ array. Each launch must fail naming the kernel and the call.
+cudaError_t MisclassifiedBarrier(float* out);
+cudaError_t MisclassifiedShuffle(float* out);
+cudaError_t MisclassifiedShared(float* out);
+
 }  // namespace cuda_emu_test
