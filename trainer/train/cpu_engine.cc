@@ -61,7 +61,6 @@ CpuEngineOptions CpuEngineOptionsFor(const JobSpec& job, const RankSettings& set
   CpuEngineOptions o;
   o.slowdown = Slowdown(settings.slowdown);
   o.slow_link_gbits = settings.slow_link_gbits;
-  RM_RETURN_IF_ERROR(cpu::SetIsaByName(settings.cpu_isa));  // trainer/model/cpu_isa.h
   DataParallelOptions& dpo = o.dp;
   dpo.sharding = job.distributed.sharding;
   SetCompression(settings.compression, job.distributed.powersgd_rank, &dpo);

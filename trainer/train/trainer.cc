@@ -22,6 +22,7 @@
 #include "trainer/io/hf_model_dir.h"
 #include "trainer/io/hf_tokenizer_files.h"
 #include "trainer/io/model_paths.h"
+#include "trainer/model/cpu_isa.h"
 #include "trainer/parallel/sharding_plan.h"
 #include "trainer/train/cpu_engine.h"
 
@@ -332,7 +333,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job,
     return absl::InternalError("Trainer::Create: a CUDA rank, but no CUDA engine factory");
   }
   CpuEngineOptions engine_options;
-  if (!on_cuda) engine_options = CpuEngineOptionsFor(job, settings);
+  if (!on_cuda) {
+    // The CPU engine's loops at RINGMASTER_CPU_ISA's level when set (trainer/model/cpu_isa.h).
+    RM_RETURN_IF_ERROR(cpu::SetIsaByName(settings.cpu_isa));
+    engine_options = CpuEngineOptionsFor(job, settings);
+  }
   if (dist == nullptr) {
     DistEnv single;
     RM_ASSIGN_OR_RETURN(
