@@ -66,7 +66,8 @@ TEST_F(ByteBpeDirTest, ReadsTokenizerJsonsBpeModel) {
   fs::remove(dir_ + "/vocab.json");
   fs::remove(dir_ + "/merges.txt");
   std::ofstream(dir_ + "/tokenizer.json")
-      << nlohmann::json{{"model", {{"type", "BPE"}, {"vocab", vocab_}, {"merges", {"Ġ h", "Ġh i"}}}}}
+      << nlohmann::json{{"model",
+                         {{"type", "BPE"}, {"vocab", vocab_}, {"merges", {"Ġ h", "Ġh i"}}}}}
              .dump();
   auto t = ReadHfByteBpeTokenizer(dir_);
   ASSERT_TRUE(t.ok()) << t.status();
