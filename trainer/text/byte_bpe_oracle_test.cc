@@ -120,34 +120,12 @@ bool DiffersFromRegex(const std::vector<ClassRange>& ranges, const std::string& 
   return false;
 }
 
-std::string Describe(const ByteBpeTokenizer& t, const std::vector<int32_t>& ids) {
-  std::string out;
-  for (int32_t id : ids) {
-    out += std::to_string(id);
-    if (id >= 0 && id < t.vocab_size()) out += "(" + t.token(id) + ")";
-    out += " ";
-  }
-  return out;
-}
-
 constexpr int kMaxLen = 512, kMaxLenPairs = 40;
 
-class ByteBpeOracleTest : public ::testing::Test {
+class ByteBpeOracleTest : public OracleScriptTest {
  protected:
-  void SetUp() override {
-    python_ = Getenv("RINGMASTER_PYTHON");
-    source_dir_ = Getenv("RINGMASTER_SOURCE_DIR");
-    if (python_.empty()) GTEST_SKIP() << "RINGMASTER_PYTHON is not set";
-    if (source_dir_.empty()) GTEST_SKIP() << "RINGMASTER_SOURCE_DIR is not set";
-    dir_ =
-        std::filesystem::temp_directory_path() / ("byte_bpe_oracle_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-    script_ = source_dir_ + "/tests/oracle/hf_bpe_tokenize.py";
-    ASSERT_TRUE(std::filesystem::exists(script_)) << script_;
-  }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
+  const char* ScriptName() const override { return "hf_bpe_tokenize.py"; }
+  const char* Tag() const override { return "byte_bpe_oracle"; }
 
   // Runs the script with `args`; skips the test when it cannot import what it needs.
   void RunScript(const std::string& args) {
@@ -160,9 +138,6 @@ class ByteBpeOracleTest : public ::testing::Test {
     }
     ASSERT_EQ(status, 0) << cmd << "\n" << ReadAll(log_path);
   }
-
-  std::string python_, source_dir_, script_;
-  std::filesystem::path dir_;
 };
 
 TEST_F(ByteBpeOracleTest, MatchesHuggingFaceRobertaTokenizers) {

@@ -4,8 +4,11 @@
 // tests use to talk to the Python scripts in tests/oracle/. Test-only, header-only.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
@@ -14,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "trainer/text/unicode_util.h"
 
@@ -437,5 +441,46 @@ inline bool HasNewUnicode15Char(const std::string& text) {
   }
   return false;
 }
+
+// Ids with their tokens ("12(he) 40(##llo) "), for failure messages; any tokenizer with
+// vocab_size() and token(id).
+template <typename Tokenizer>
+std::string Describe(const Tokenizer& t, const std::vector<int32_t>& ids) {
+  std::string out;
+  for (int32_t id : ids) {
+    out += std::to_string(id);
+    if (id >= 0 && id < t.vocab_size()) out += "(" + t.token(id) + ")";
+    out += " ";
+  }
+  return out;
+}
+
+// A test against a Python oracle script in tests/oracle/: skips where RINGMASTER_PYTHON or
+// RINGMASTER_SOURCE_DIR is unset, gives each test a scratch directory `dir_` (removed after), and
+// `script_` the script's path.
+class OracleScriptTest : public ::testing::Test {
+ protected:
+  // The script's file name under tests/oracle/ and the scratch directory's prefix.
+  virtual const char* ScriptName() const = 0;
+  virtual const char* Tag() const = 0;
+
+  void SetUp() override {
+    python_ = Getenv("RINGMASTER_PYTHON");
+    source_dir_ = Getenv("RINGMASTER_SOURCE_DIR");
+    if (python_.empty()) GTEST_SKIP() << "RINGMASTER_PYTHON is not set";
+    if (source_dir_.empty()) GTEST_SKIP() << "RINGMASTER_SOURCE_DIR is not set";
+    dir_ = std::filesystem::temp_directory_path() /
+           (std::string(Tag()) + "_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    script_ = source_dir_ + "/tests/oracle/" + ScriptName();
+    ASSERT_TRUE(std::filesystem::exists(script_)) << script_;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  std::string python_, source_dir_, script_;
+  std::filesystem::path dir_;
+};
 
 }  // namespace ringmaster::trainer::oracle_corpus

@@ -33,32 +33,10 @@ using namespace std::string_literals;  // for literals with NUL bytes inside
 using jobspec::TokenizerCompat;
 using namespace oracle_corpus;  // NOLINT(build/namespaces): the shared corpus and its helpers
 
-std::string Describe(const WordPieceTokenizer& t, const std::vector<int32_t>& ids) {
-  std::string out;
-  for (int32_t id : ids) {
-    out += std::to_string(id);
-    if (id >= 0 && id < t.vocab_size()) out += "(" + t.token(id) + ")";
-    out += " ";
-  }
-  return out;
-}
-
-class WordPieceOracleTest : public ::testing::Test {
+class WordPieceOracleTest : public OracleScriptTest {
  protected:
-  void SetUp() override {
-    python_ = Getenv("RINGMASTER_PYTHON");
-    source_dir_ = Getenv("RINGMASTER_SOURCE_DIR");
-    if (python_.empty()) GTEST_SKIP() << "RINGMASTER_PYTHON is not set";
-    if (source_dir_.empty()) GTEST_SKIP() << "RINGMASTER_SOURCE_DIR is not set";
-    dir_ =
-        std::filesystem::temp_directory_path() / ("wordpiece_oracle_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-    script_ = source_dir_ + "/tests/oracle/hf_tokenize.py";
-    ASSERT_TRUE(std::filesystem::exists(script_)) << script_;
-  }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
+  const char* ScriptName() const override { return "hf_tokenize.py"; }
+  const char* Tag() const override { return "wordpiece_oracle"; }
 
   std::string UnidataVersion() {
     std::string out = (dir_ / "info.txt").string();
@@ -142,9 +120,6 @@ class WordPieceOracleTest : public ::testing::Test {
     for (size_t i = 0; i < slow.size() && i < fast.size(); ++i) differ[i] = slow[i] != fast[i];
     return differ;
   }
-
-  std::string python_, source_dir_, script_;
-  std::filesystem::path dir_;
 };
 
 TEST_F(WordPieceOracleTest, MatchesHuggingFaceBertTokenizer) {
