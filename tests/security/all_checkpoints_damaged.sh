@@ -14,8 +14,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 cd "$work" || exit 1
-checkpoint_jobs "$work"
-OMP_NUM_THREADS=1 "$T" train --config job4.yaml >train1.log 2>&1 || { cat train1.log; fail "the first run failed"; }
+checkpointed_run "$work"
 c2=$work/out/checkpoints/step-00000002
 c4=$work/out/checkpoints/step-00000004
 for c in "$c2" "$c4"; do

@@ -18,8 +18,7 @@ security_cluster "$work"
 
 # ---- a manifest with total 2^62
 cd "$work" || exit 1
-checkpoint_jobs "$work"
-"$T" train --config job4.yaml >train1.log 2>&1 || { cat train1.log; fail "the first run failed"; }
+checkpointed_run "$work"
 m=out/checkpoints/step-00000004/manifest.json
 [[ -f $m && -f out/checkpoints/step-00000002/manifest.json ]] || fail "no checkpoints at steps 2 and 4"
 python3 - "$m" <<'PY'

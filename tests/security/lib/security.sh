@@ -55,3 +55,12 @@ output: {dir: out, checkpoint_every_steps: 2}
 YAML
   done
 }
+
+# checkpoint_jobs in DIR, then job4.yaml trained to its end from the current directory (which
+# must be DIR): checkpoints at steps 2 and 4 under out/checkpoints/; train1.log is its log. A
+# failed run ends the test (exit 1) with the log.
+checkpointed_run() {
+  checkpoint_jobs "$1"
+  OMP_NUM_THREADS=1 "${TRAINER:?}" train --config job4.yaml >train1.log 2>&1 ||
+    { cat train1.log; echo "FAIL: the first run failed"; exit 1; }
+}
