@@ -18,7 +18,7 @@
 # race-checked engine links the engine's objects instead of compiling them again; the sanitizer
 # tree runs no emulator-settings variants (_lazy, _plain_gemm, _cc*) and cuda_data_parallel's
 # 2-rank cases only; the emulator runs fiber-free kernels without fibers (cuda_emu fast path).
-# Not yet re-measured from a fresh clone on a quiet machine.
+# Stop 37's CI (2026-12-03, 246 tests, with those cuts) took 2416 s = 40.3 min.
 # CI is CPU-bound: the background build takes the CPU the tests leave idle, so only less CPU
 # work shortens it. Earlier: 2626 s (rehearsal) and 2473 s (stop 25's CI) before the test
 # sources' lower optimization; 2866 s before the background build. Per-test times:
